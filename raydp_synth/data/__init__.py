@@ -1,0 +1,28 @@
+"""Data layer: load image datasets, split them and prepare model-ready arrays.
+
+Typical use::
+
+    from raydp_synth.data import load_dataset
+
+    splits = load_dataset("digits")          # or "idx:DIR", "folder:DIR", "parquet:URI"
+    splits.train.images                      # float32 [N, C, H, W] in [-1, 1]
+"""
+
+from __future__ import annotations
+
+from raydp_synth.data.dataset import DatasetSplits, ImageDataset, RawImages
+from raydp_synth.data.parquet import write_parquet
+from raydp_synth.data.spec import DatasetSpec, load_dataset, load_raw, parse_dataset_spec
+from raydp_synth.data.transforms import default_image_size
+
+__all__ = [
+    "DatasetSpec",
+    "DatasetSplits",
+    "ImageDataset",
+    "RawImages",
+    "default_image_size",
+    "load_dataset",
+    "load_raw",
+    "parse_dataset_spec",
+    "write_parquet",
+]

@@ -1,0 +1,90 @@
+"""Image folders: one sub-folder per class, any PIL-readable image format.
+
+Layout::
+
+    root/
+      cat/ 001.png 002.jpg ...
+      dog/ 001.png ...
+
+Class names are the sorted sub-folder names and a class's label is its index.
+Hidden entries (names starting with ``.``) are ignored; every other file in a
+class folder must be a decodable image. Files directly inside ``root`` are
+ignored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from raydp_synth.data.dataset import RawImages
+from raydp_synth.data.decode import decode_image, stack_images
+from raydp_synth.errors import DataError
+
+__all__ = ["load_folder_raw"]
+
+
+def _visible(path: Path) -> bool:
+    """Whether a directory entry is not hidden.
+
+    Args:
+        path: The entry.
+
+    Returns:
+        ``False`` for names starting with ``.``.
+    """
+    return not path.name.startswith(".")
+
+
+def load_folder_raw(directory: str | Path) -> RawImages:
+    """Load an image folder with one sub-folder per class.
+
+    All images are converted to one mode: grayscale (one channel) if every
+    image is grayscale or 1-bit, else RGB (three channels).
+
+    Args:
+        directory: The root folder (``~`` is expanded).
+
+    Returns:
+        ``RawImages`` with images ordered by class, then by file name.
+
+    Raises:
+        DataError: If the folder is missing, has no class sub-folders, a
+            class folder has no images, a file cannot be decoded, or the
+            images differ in size.
+    """
+    root = Path(directory).expanduser()
+    if not root.is_dir():
+        raise DataError(
+            f"{root}: image folder does not exist; pass a folder with one sub-folder per class"
+        )
+    class_dirs = sorted(
+        (p for p in root.iterdir() if p.is_dir() and _visible(p)), key=lambda p: p.name
+    )
+    if not class_dirs:
+        raise DataError(
+            f"{root}: no class sub-folders found; put each class's images in its own "
+            f"sub-folder, e.g. {root / 'cat' / '001.png'}"
+        )
+    decoded = []
+    labels: list[int] = []
+    for label, class_dir in enumerate(class_dirs):
+        files = sorted(
+            (p for p in class_dir.iterdir() if p.is_file() and _visible(p)), key=lambda p: p.name
+        )
+        if not files:
+            raise DataError(
+                f"{class_dir}: class folder {class_dir.name!r} contains no images; "
+                "add images or remove the folder"
+            )
+        for file in files:
+            decoded.append(decode_image(file, origin=str(file)))
+            labels.append(label)
+    images = stack_images(decoded, source=str(root))
+    return RawImages(
+        images=images,
+        labels=np.asarray(labels, dtype=np.int64),
+        class_names=tuple(p.name for p in class_dirs),
+        source=str(root),
+    )

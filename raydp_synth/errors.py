@@ -1,0 +1,27 @@
+"""Domain errors of raydp_synth.
+
+User errors subclass built-ins so that callers can catch them generically; the
+command-line entry points turn every :class:`UserError` into one clear line on
+stderr and exit code 2 (no traceback). Anything else is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BudgetExhausted", "ConfigError", "DataError", "UserError"]
+
+
+class UserError(Exception):
+    """Base of every error caused by the user's input rather than by a bug."""
+
+
+class ConfigError(UserError, ValueError):
+    """A configuration value is invalid (names the field, its value and the fix)."""
+
+
+class DataError(UserError, ValueError):
+    """A dataset cannot be read or is unusable (names the file and the fix)."""
+
+
+class BudgetExhausted(UserError, RuntimeError):
+    """The privacy budget cannot afford what was asked; nothing was spent."""

@@ -1,0 +1,173 @@
+"""The contract every DP image-synthesis method implements.
+
+A method is a plug-in: the rest of raydp_synth (training CLI, Ray Train driver,
+tuner, accountant) only talks to this interface. A method knows
+
+* its typed configuration and its defaults (:meth:`Method.make_config`);
+* how to turn a configuration and a budget into a privacy plan, from public
+  quantities only (:meth:`Method.plan`);
+* how to run its DP loop on one Ray Train worker (:meth:`Method.train`), reporting
+  only the metric keys on its :attr:`Method.metric_allowlist`;
+* how to rebuild its generator from a checkpoint (:meth:`Method.build_generator`);
+* the pre-noise computations of each mechanism in its plan, so that one generic
+  neighbouring-dataset test checks their sensitivities
+  (:meth:`Method.pre_noise_releases`, design.md 3.8).
+
+Contract: ``plan`` reads no sensitive data; ``train`` touches sensitive data only
+through mechanisms whose names and noise multipliers come from the plan it is
+given; every value passed to ``ctx.report`` is on the allow-list and is either
+computed from synthetic/public data, a post-processing of released values, or a
+release in the plan (design.md 3.3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+
+from raydp_synth.errors import ConfigError
+from raydp_synth.privacy.plan import PrivacyPlan
+
+if TYPE_CHECKING:
+    from raydp_synth.train.context import WorkerContext
+
+__all__ = ["DataInfo", "Method", "PreNoiseRelease", "config_from_mapping", "config_to_dict"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataInfo:
+    """Public facts about the sensitive training split that a plan may depend on.
+
+    Attributes:
+        num_records: n, the number of training records (treated as public, as in
+            every DP-SGD analysis that sets q = B / n).
+        image_size: side of the (square) images the model is built for.
+        channels: image channels (1 or 3).
+        num_classes: number of labels.
+    """
+
+    num_records: int
+    image_size: int
+    channels: int
+    num_classes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreNoiseRelease:
+    """The computation of one mechanism up to (excluding) its noise.
+
+    Attributes:
+        mechanism: the plan mechanism's name.
+        compute: ``(images, labels) -> tensor``, the sum over the given batch of the
+            per-record contributions that the mechanism noises (clipped gradients,
+            SIN features, ...), with all other randomness fixed.
+        sensitivity: the L2 bound the plan assumes for adding/removing one record.
+    """
+
+    mechanism: str
+    compute: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    sensitivity: float
+
+
+class Method(ABC):
+    """A DP image-synthesis method. See the module docstring for the contract."""
+
+    name: ClassVar[str]
+    config_class: ClassVar[type]
+    metric_allowlist: ClassVar[frozenset[str]]
+
+    @abstractmethod
+    def make_config(self, values: Mapping[str, Any], data: DataInfo) -> Any:
+        """A validated config from user values (``--set``, search space) and defaults."""
+
+    @abstractmethod
+    def plan(self, config: Any, *, epsilon: float, delta: float, data: DataInfo) -> PrivacyPlan:
+        """The calibrated privacy plan of one run; reads no sensitive data."""
+
+    @abstractmethod
+    def train(self, ctx: WorkerContext) -> None:
+        """Run the DP loop on one Ray Train worker."""
+
+    @abstractmethod
+    def build_generator(self, config: Any, data: DataInfo) -> torch.nn.Module:
+        """An untrained generator of the right shape (``load_state_dict`` follows)."""
+
+    @abstractmethod
+    def pre_noise_releases(
+        self, config: Any, data: DataInfo, *, seed: int
+    ) -> list[PreNoiseRelease]:
+        """One entry per mechanism of the plan that reads sensitive data per record."""
+
+
+def _coerce(name: str, value: Any, annotation: Any) -> Any:
+    """Convert a user value (often a string from ``--set``) to the field's type."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(name, value, arg)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{name}={value!r} is not a valid {annotation}")
+    try:
+        if origin is tuple:
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(_coerce(name, v, args[0]) for v in items)
+        if annotation is bool:
+            if isinstance(value, str):
+                if value.lower() in ("true", "1", "yes"):
+                    return True
+                if value.lower() in ("false", "0", "no"):
+                    return False
+                raise ValueError
+            return bool(value)
+        if annotation is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(float(value)) if isinstance(value, str) and "." in value else int(value)
+        if annotation is float:
+            return float(value)
+        if annotation is str:
+            return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={value!r} is not a valid {getattr(annotation, '__name__', annotation)}") from None
+    return value
+
+
+def config_from_mapping(cls: type, values: Mapping[str, Any], **extra: Any) -> Any:
+    """Build the frozen config dataclass ``cls`` from user values.
+
+    Unknown keys are rejected with the list of valid ones; values are coerced to
+    the field types; ``cls.__post_init__`` validates ranges.
+    """
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown setting(s) {', '.join(unknown)} for {cls.__name__}; "
+            f"valid keys: {', '.join(sorted(fields))}"
+        )
+    kwargs = {k: _coerce(k, v, hints[k]) for k, v in values.items()}
+    kwargs.update(extra)
+    return cls(**kwargs)
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """Plain JSON-able dict of a config dataclass (tuples become lists)."""
+    return {
+        k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()
+    }

@@ -1,0 +1,87 @@
+"""DPAF's typed configuration (the search space's keys are these field names)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from raydp_synth.errors import ConfigError
+from raydp_synth.methods.dpaf.networks import Architecture, LayerSplit
+
+__all__ = ["DPAFConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DPAFConfig:
+    """Hyperparameters of one privacy-corrected DPAF run.
+
+    Attributes:
+        image_size: side of the images the networks are built for (power of two).
+        layer_split: ``Cx1-Cx2-Cx3``, conv layers of conv1 | conv2* | conv3*.
+        base_width: channels of the first conv layer (doubling per layer).
+        latent_dim: dimension of G's Gaussian latent vector (paper: 100).
+        batch_size: expected DPAGG batch size B; DPAGG samples at rate q3 = B / n.
+        mu: asymmetry multiplier; conv2* takes a DP-SGD step every mu iterations
+            on its own Poisson sample of rate q2 = mu * q3 (the virtual batch mu*B).
+        n_critic: G is updated every n_critic iterations.
+        epochs: length of the GAN phase, in expected passes of DPAGG over the data.
+        classifier_epochs: length of phase 1 (classifier C), in expected passes.
+        classifier_batch_size: expected batch size of phase 1.
+        budget_split: relative budget weights (classifier, conv2*, DPAGG), e.g.
+            the paper's canonical (0.01, 0.98, 0.01) for epsilon 10.
+        lr_classifier, lr_d, lr_g: Adam learning rates (C; conv2*/conv3*/FC*; G).
+        clip_classifier: per-record clip norm of phase 1's DP-SGD.
+        clip_conv2: per-record clip norm of conv2*'s DP-SGD.
+        topk_fraction: fraction of each per-record gradient kept (by magnitude)
+            before clipping (gradient compression; paper: 0.9).
+        seed: seed of initialisation, Poisson sampling and latent draws.
+    """
+
+    image_size: int
+    layer_split: str = "C2-C1-x"
+    base_width: int = 32
+    latent_dim: int = 100
+    batch_size: int = 32
+    mu: int = 8
+    n_critic: int = 2
+    epochs: float = 20.0
+    classifier_epochs: float = 3.0
+    classifier_batch_size: int = 64
+    budget_split: tuple[float, ...] = (0.05, 0.6, 0.35)
+    lr_classifier: float = 1e-3
+    lr_d: float = 2e-4
+    lr_g: float = 2e-4
+    clip_classifier: float = 1.0
+    clip_conv2: float = 1.0
+    topk_fraction: float = 0.9
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        LayerSplit.parse(self.layer_split)
+        for name in ("base_width", "latent_dim", "batch_size", "mu", "n_critic", "classifier_batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"Expected {name}={getattr(self, name)} >= 1.")
+        for name in ("epochs", "classifier_epochs", "lr_classifier", "lr_d", "lr_g",
+                     "clip_classifier", "clip_conv2"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"Expected {name}={value} > 0.")
+        if not 0 < self.topk_fraction <= 1:
+            raise ConfigError(f"Expected 0 < topk_fraction={self.topk_fraction} <= 1.")
+        if len(self.budget_split) != 3 or not all(
+            math.isfinite(s) and s > 0 for s in self.budget_split
+        ):
+            raise ConfigError(
+                f"budget_split={self.budget_split} must be three positive weights "
+                "(classifier, conv2*, DPAGG), e.g. 0.05,0.6,0.35"
+            )
+
+    def architecture(self, *, channels: int, num_classes: int) -> Architecture:
+        return Architecture(
+            image_size=self.image_size,
+            channels=channels,
+            num_classes=num_classes,
+            split=LayerSplit.parse(self.layer_split),
+            base_width=self.base_width,
+            latent_dim=self.latent_dim,
+        )

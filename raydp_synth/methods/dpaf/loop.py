@@ -1,0 +1,292 @@
+"""DPAF's DP training loop on one Ray Train worker (privacy-corrected Algorithm 1).
+
+Phase 1 trains the classifier C with DP-SGD (mechanism ``classifier``) and
+transfers conv1 to D, frozen. Phase 2 iterates, with independent Poisson samples
+for each mechanism:
+
+1. DPAGG (``dpagg``): the noisy sum of the SIN features of a real batch, and the
+   same noise distribution on a synthetic batch's sum (no privacy cost; it keeps
+   the head from telling real from fake by the noise level).
+2. conv3*, FC*: SGD on the BCE of the two released aggregates (post-processing).
+3. every mu iterations, conv2* (``conv2``): DP-SGD on its own sample of rate
+   mu*q3, with per-record gradients ``J_i^T v`` at the released aggregate, plus
+   the (non-private) gradient of the synthetic side.
+4. every n_critic iterations, G: SGD through D-hat on synthetic records only.
+
+See docs/privacy.md for the argument and each deviation from the paper.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+from opacus import GradSampleModule
+from torch.nn import functional as F
+
+from raydp_synth.methods.dpaf.config import DPAFConfig
+from raydp_synth.methods.dpaf.mechanisms import (
+    classifier_record_grads,
+    conv2_record_grads,
+    feature_sum,
+)
+from raydp_synth.methods.dpaf.networks import Classifier, DiscriminatorParts, Generator, sin
+from raydp_synth.methods.dpaf.plan import CLASSIFIER, CONV2, DPAGG
+from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.dp_sgd import private_gradient
+from raydp_synth.privacy.noise import noisy_sum
+from raydp_synth.privacy.plan import PrivacyPlan
+from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
+from raydp_synth.train.context import WorkerContext
+from raydp_synth.train.distributed import all_reduce_mean_, all_reduce_sum_
+
+__all__ = ["METRIC_ALLOWLIST", "run_dpaf"]
+
+#: Every key DPAF reports. Safe because: epoch/step counters and epsilon_spent
+#: are public (plan arithmetic); d_loss_noisy and the d_*_noisy scores are
+#: functions of DPAGG's released (noisy) aggregates and of parameters that are
+#: themselves DP releases; g_loss is computed on synthetic records only.
+METRIC_ALLOWLIST = frozenset(
+    {
+        "phase",
+        "epoch",
+        "step",
+        "epsilon_spent",
+        "d_loss_noisy",
+        "d_real_prob_noisy",
+        "d_fake_prob_noisy",
+        "g_loss",
+        "seconds",
+    }
+)
+
+
+def _spent(plan: PrivacyPlan, steps: dict[str, int]) -> float:
+    """Epsilon of the mechanisms' releases made so far (public arithmetic)."""
+    import dp_accounting as dpa
+
+    from raydp_synth.privacy.events import subsampled_gaussian_event
+
+    events = [
+        subsampled_gaussian_event(
+            noise_multiplier=m.noise_multiplier, sample_rate=m.sample_rate, num_steps=steps[m.name]
+        )
+        for m in plan.mechanisms
+        if steps.get(m.name, 0) > 0
+    ]
+    if not events:
+        return 0.0
+    return epsilon_of(dpa.ComposedDpEvent(events), delta=plan.delta)
+
+
+class _DPAFRun:
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.ctx = ctx
+        self.config: DPAFConfig = ctx.config
+        data = ctx.data
+        self.arch = self.config.architecture(channels=data.channels, num_classes=data.num_classes)
+        self.device = ctx.device
+        self.n = data.num_records
+        shard = shard_indices(len(ctx.train), rank=ctx.rank, world_size=ctx.world_size)
+        self.shard = shard
+        self.images = torch.as_tensor(ctx.train.images)
+        self.labels = torch.as_tensor(ctx.train.labels)
+        self.steps = {CLASSIFIER: 0, CONV2: 0, DPAGG: 0}
+        torch.manual_seed(self.config.seed)  # identical initial parameters on every rank
+        self.parts = DiscriminatorParts(self.arch).to(self.device)
+        self.G = Generator(self.arch).to(self.device)
+
+    # ---------------------------------------------------------------- helpers
+    def _batch(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.images[idx].to(self.device), self.labels[idx].to(self.device)
+
+    def _sampler(self, name: str) -> PoissonSampler:
+        mech = self.ctx.plan.mechanism(name)
+        assert mech.sample_rate is not None  # DPAF's mechanisms are all subsampled
+        return PoissonSampler(self.shard, sample_rate=mech.sample_rate,
+                              generator=self.ctx.generator("sample", name))
+
+    def _fakes(self, count: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        labels = torch.randint(self.arch.num_classes, (count,), generator=gen).to(self.device)
+        z = torch.randn(count, self.arch.latent_dim, generator=gen).to(self.device)
+        return self.G(z, labels), labels
+
+    def _report(self, metrics: dict[str, float], checkpoint: bool) -> None:
+        metrics["epsilon_spent"] = _spent(self.ctx.plan, self.steps)
+        state = None
+        if checkpoint and self.ctx.rank == 0:
+            state = {
+                "generator": self.G.state_dict(),
+                "discriminator": self.parts.state_dict(),
+                "steps": dict(self.steps),
+            }
+        self.ctx.report(metrics, state)
+
+    # ---------------------------------------------------------------- phase 1
+    def classifier_phase(self) -> None:
+        cfg, mech = self.config, self.ctx.plan.mechanism(CLASSIFIER)
+        assert mech.sample_rate is not None
+        classifier = Classifier(self.arch).to(self.device)
+        gsm = GradSampleModule(classifier, loss_reduction="sum")
+        params = [p for p in classifier.parameters() if p.requires_grad]
+        shapes = [p.shape for p in params]
+        opt = torch.optim.Adam(params, lr=cfg.lr_classifier)
+        sampler = self._sampler(CLASSIFIER)
+        steps_per_epoch = max(1, math.ceil(1 / mech.sample_rate))
+        start = time.monotonic()
+        for step in range(1, mech.num_steps + 1):
+            images, labels = self._batch(sampler.sample())
+            grads = classifier_record_grads(gsm, images, labels)
+            released = private_gradient(
+                grads,
+                max_grad_norm=mech.sensitivity,
+                noise_multiplier=mech.noise_multiplier,
+                expected_batch_size=mech.sample_rate * self.n,
+                generator=self.ctx.noise_generator,
+                topk_fraction=cfg.topk_fraction,
+                shapes=shapes,
+            )
+            for p, g in zip(params, released, strict=True):
+                p.grad = g.to(p)
+            opt.step()
+            self.steps[CLASSIFIER] = step
+            if step % steps_per_epoch == 0 or step == mech.num_steps:
+                epoch = math.ceil(step / steps_per_epoch)
+                self._report({"phase": 1, "epoch": epoch, "step": step,
+                              "seconds": time.monotonic() - start}, checkpoint=False)
+                self.ctx.log(f"[dpaf] classifier epoch {epoch}: step {step}/{mech.num_steps}")
+        # Transfer: conv1 of D is C's conv1, frozen for phase 2.
+        self.parts.conv1.load_state_dict(classifier.conv1.state_dict())
+        for p in self.parts.conv1.parameters():
+            p.requires_grad_(False)
+
+    # ---------------------------------------------------------------- phase 2
+    def gan_phase(self) -> None:
+        cfg, plan = self.config, self.ctx.plan
+        agg, conv2 = plan.mechanism(DPAGG), plan.mechanism(CONV2)
+        assert agg.sample_rate is not None and conv2.sample_rate is not None
+        expected_agg = agg.sample_rate * self.n
+        expected_conv2 = conv2.sample_rate * self.n
+        fakes_local = max(1, round(expected_agg / self.ctx.world_size))
+        fakes_total = fakes_local * self.ctx.world_size
+        parts, G = self.parts, self.G
+        conv2_gsm = GradSampleModule(parts.conv2, loss_reduction="sum")
+        conv2_params = [p for p in parts.conv2.parameters()]
+        conv2_shapes = [p.shape for p in conv2_params]
+        head_params = list(parts.conv3.parameters()) + list(parts.fc.parameters())
+        betas = (0.5, 0.999)
+        opt_head = torch.optim.Adam(head_params, lr=cfg.lr_d, betas=betas)
+        opt_conv2 = torch.optim.Adam(conv2_params, lr=cfg.lr_d, betas=betas)
+        opt_g = torch.optim.Adam(G.parameters(), lr=cfg.lr_g, betas=betas)
+        agg_sampler, conv2_sampler = self._sampler(DPAGG), self._sampler(CONV2)
+        fake_gen = self.ctx.generator("fakes")
+        iters_per_epoch = max(1, math.ceil(1 / agg.sample_rate))
+        one, zero = torch.ones(1, device=self.device), torch.zeros(1, device=self.device)
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+
+        def track(key: str, value: float) -> None:
+            sums[key] = sums.get(key, 0.0) + value
+            counts[key] = counts.get(key, 0) + 1
+
+        start = time.monotonic()
+        conv2_step = 0
+        for it in range(1, agg.num_steps + 1):
+            # 1. DPAGG on a real Poisson sample; same noise law on a synthetic batch.
+            conv2_gsm.disable_hooks()
+            with torch.no_grad():
+                real_sum = feature_sum(parts, *self._batch(agg_sampler.sample()))
+                real_mean = noisy_sum(real_sum, noise_std=agg.noise_std,
+                                      generator=self.ctx.noise_generator) / expected_agg
+                fake_images, fake_labels = self._fakes(fakes_local, fake_gen)
+                fake_mean = noisy_sum(feature_sum(parts, fake_images, fake_labels),
+                                      noise_std=agg.noise_std,
+                                      generator=self.ctx.noise_generator) / fakes_total
+            self.steps[DPAGG] = it
+            # 2. conv3*, FC*: post-processing of the two releases.
+            real_logit = parts.head(real_mean[None])
+            fake_logit = parts.head(fake_mean[None])
+            d_loss = (F.binary_cross_entropy_with_logits(real_logit, one)
+                      + F.binary_cross_entropy_with_logits(fake_logit, zero))
+            opt_head.zero_grad(set_to_none=True)
+            d_loss.backward()
+            all_reduce_mean_(p.grad for p in head_params if p.grad is not None)
+            opt_head.step()
+            parts.conv2.zero_grad(set_to_none=True)
+            track("d_loss_noisy", d_loss.item())
+            track("d_real_prob_noisy", torch.sigmoid(real_logit).item())
+            track("d_fake_prob_noisy", torch.sigmoid(fake_logit).item())
+
+            # 3. conv2*: DP-SGD every mu iterations, on its own Poisson sample.
+            if it % cfg.mu == 0 and conv2_step < conv2.num_steps:
+                conv2_step += 1
+                v_real = self._loss_direction(real_mean, one)
+                v_fake = self._loss_direction(fake_mean, zero)
+                conv2_gsm.enable_hooks()
+                images, labels = self._batch(conv2_sampler.sample())
+                grads = conv2_record_grads(conv2_gsm, parts, images, labels, v_real)
+                conv2_gsm.disable_hooks()
+                private = private_gradient(
+                    grads,
+                    max_grad_norm=conv2.sensitivity,
+                    noise_multiplier=conv2.noise_multiplier,
+                    expected_batch_size=expected_conv2,
+                    generator=self.ctx.noise_generator,
+                    topk_fraction=cfg.topk_fraction,
+                    shapes=conv2_shapes,
+                )
+                # Synthetic side (no privacy cost): d/dtheta <sum_i s_i(theta), u> / B.
+                with torch.no_grad():
+                    h_fake = parts.conv1(fake_images)
+                fake_term = (sin(parts.conv2(h_fake, fake_labels)) * v_fake).sum() / fakes_total
+                synthetic = list(torch.autograd.grad(fake_term, conv2_params))
+                all_reduce_sum_(synthetic)
+                for p, g_priv, g_syn in zip(conv2_params, private, synthetic, strict=True):
+                    p.grad = g_priv.to(p) + g_syn
+                opt_conv2.step()
+                parts.conv2.zero_grad(set_to_none=True)
+                self.steps[CONV2] = conv2_step
+
+            # 4. G every n_critic iterations, through D-hat, synthetic records only.
+            if it % cfg.n_critic == 0:
+                images, labels = self._fakes(fakes_local, fake_gen)
+                g_loss = F.binary_cross_entropy_with_logits(
+                    parts.d_hat(images, labels), torch.ones(len(labels), device=self.device)
+                )
+                g_grads = list(torch.autograd.grad(g_loss, list(G.parameters())))
+                all_reduce_mean_(g_grads)
+                for p, g in zip(G.parameters(), g_grads, strict=True):
+                    p.grad = g
+                opt_g.step()
+                opt_g.zero_grad(set_to_none=True)
+                track("g_loss", g_loss.item())
+
+            if it % iters_per_epoch == 0 or it == agg.num_steps:
+                epoch = math.ceil(it / iters_per_epoch)
+                metrics = {k: sums[k] / counts[k] for k in sums}
+                metrics.update(phase=2, epoch=epoch, step=it, seconds=time.monotonic() - start)
+                sums.clear()
+                counts.clear()
+                self._report(metrics, checkpoint=True)
+                self.ctx.log(
+                    f"[dpaf] GAN epoch {epoch}/{math.ceil(agg.num_steps / iters_per_epoch)}: "
+                    + ", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())
+                                if k not in ("phase", "epoch"))
+                )
+
+    def _loss_direction(self, released_mean: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """dL/dS at a released aggregate: a function of released values only."""
+        point = released_mean.detach().clone().requires_grad_(True)
+        loss = F.binary_cross_entropy_with_logits(self.parts.head(point[None]), target)
+        (direction,) = torch.autograd.grad(loss, point)
+        return direction.detach()
+
+
+def run_dpaf(ctx: WorkerContext) -> dict[str, Any]:
+    """Train DPAF on this worker; returns the final state (rank 0 checkpoints it)."""
+    run = _DPAFRun(ctx)
+    run.classifier_phase()
+    run.gan_phase()
+    return {"generator": run.G.state_dict()}

@@ -1,0 +1,69 @@
+"""The pre-noise computations of DPAF's three mechanisms.
+
+Each function returns what its mechanism noises, and is shared by the training
+loop and by the neighbouring-dataset test (design.md 3.8), so the tested code
+is the code that runs.
+"""
+
+from __future__ import annotations
+
+import torch
+from opacus import GradSampleModule
+from torch.nn import functional as F
+
+from raydp_synth.methods.dpaf.networks import DiscriminatorParts, sin
+from raydp_synth.privacy.dp_sgd import per_record_gradients
+
+__all__ = ["classifier_record_grads", "conv2_record_grads", "feature_sum"]
+
+
+def classifier_record_grads(
+    classifier: GradSampleModule, images: torch.Tensor, labels: torch.Tensor
+) -> list[torch.Tensor]:
+    """Phase 1: per-record gradients of C's cross-entropy on record i alone.
+
+    C sees no label input (the label it predicts would make the task trivial and
+    conv1 would learn nothing about images); no aggregation couples records.
+    """
+    return per_record_gradients(
+        classifier,
+        lambda: F.cross_entropy(classifier(images), labels, reduction="sum"),
+        batch_size=len(labels),
+    )
+
+
+def conv2_record_grads(
+    conv2: GradSampleModule,
+    parts: DiscriminatorParts,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    direction: torch.Tensor,
+) -> list[torch.Tensor]:
+    """conv2*'s per-record gradients ``J_i^T v``.
+
+    ``J_i`` is the Jacobian of record i's SIN features with respect to conv2*, and
+    ``v = dL/dS`` the loss gradient at the latest *released* (noisy) aggregate, a
+    function of released quantities only. Record i's term therefore depends on
+    record i and on released values alone: no un-noised aggregate couples the
+    records (the correction of 000_7d0ded9903bce7e2.txt Algorithm 1, line 12).
+    """
+
+    def loss() -> torch.Tensor:
+        with torch.no_grad():
+            h = parts.conv1(images)  # frozen, DP (phase 1)
+        return (sin(conv2(h, labels)) * direction).sum()
+
+    return per_record_gradients(conv2, loss, batch_size=len(labels))
+
+
+def feature_sum(parts: DiscriminatorParts, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """AGG: the sum over the batch of the records' SIN features, ``[m, p, p]``.
+
+    Each record contributes at most ``sqrt(m) * p`` in L2 norm (SIN), the
+    sensitivity that DPAGG's noise is scaled to.
+    """
+    arch = parts.arch
+    if len(labels) == 0:
+        p = arch.agg_map_size
+        return torch.zeros(arch.agg_maps, p, p, device=images.device)
+    return parts.features(images, labels).sum(dim=0)

@@ -1,0 +1,110 @@
+"""A trial's privacy plan: the list of its noised mechanisms, as data.
+
+The plan is computed from public quantities (dataset size, batch sizes, step
+counts, the budget) before any sensitive data is read. Its event is what the
+accountant prices; the training loop reads its noise multipliers from the same
+object, so the noise that is used and the noise that is accounted have a single
+source of truth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import dp_accounting as dpa
+
+from raydp_synth.errors import ConfigError
+from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.events import event_to_json, subsampled_gaussian_event
+
+__all__ = ["Mechanism", "PrivacyPlan"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mechanism:
+    """One Gaussian mechanism released ``num_steps`` times.
+
+    Attributes:
+        name: what it releases (e.g. ``"dpagg"``); unique within a plan.
+        noise_multiplier: noise standard deviation / L2 sensitivity (sigma).
+        sample_rate: Poisson sampling rate q of each release, None for one-shot
+            releases over a whole split.
+        num_steps: number of releases.
+        sensitivity: L2 sensitivity of one release under add/remove-one (the clip
+            norm C for DP-SGD, sqrt(m)*p for DPAGG, 1 for a count).
+    """
+
+    name: str
+    noise_multiplier: float
+    sample_rate: float | None
+    num_steps: int
+    sensitivity: float
+
+    def __post_init__(self) -> None:
+        if not self.sensitivity > 0 or not math.isfinite(self.sensitivity):
+            raise ConfigError(f"Expected sensitivity={self.sensitivity} > 0 for {self.name}.")
+        self.event()  # validates the remaining fields
+
+    @property
+    def noise_std(self) -> float:
+        """Standard deviation of the Gaussian noise added to each release's sum."""
+        return self.noise_multiplier * self.sensitivity
+
+    def event(self) -> dpa.DpEvent:
+        return subsampled_gaussian_event(
+            noise_multiplier=self.noise_multiplier,
+            sample_rate=self.sample_rate,
+            num_steps=self.num_steps,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrivacyPlan:
+    """The composition of a trial's mechanisms.
+
+    Attributes:
+        mechanisms: every noised access to sensitive data the trial makes.
+        delta: the delta at which the plan's epsilon is stated.
+        target_epsilon: the epsilon the plan was calibrated to (an upper bound on
+            :meth:`epsilon`, checked at construction).
+    """
+
+    mechanisms: tuple[Mechanism, ...]
+    delta: float
+    target_epsilon: float
+
+    def __post_init__(self) -> None:
+        names = [m.name for m in self.mechanisms]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"mechanism names must be unique, got {names}")
+
+    def mechanism(self, name: str) -> Mechanism:
+        for m in self.mechanisms:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def event(self) -> dpa.DpEvent:
+        return dpa.ComposedDpEvent([m.event() for m in self.mechanisms])
+
+    def epsilon(self) -> float:
+        """The plan's epsilon at ``delta``, computed by dp-accounting."""
+        return epsilon_of(self.event(), delta=self.delta)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mechanisms": [asdict(m) for m in self.mechanisms],
+            "delta": self.delta,
+            "target_epsilon": self.target_epsilon,
+            "event": event_to_json(self.event()),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PrivacyPlan:
+        return cls(
+            mechanisms=tuple(Mechanism(**m) for m in data["mechanisms"]),
+            delta=float(data["delta"]),
+            target_epsilon=float(data["target_epsilon"]),
+        )

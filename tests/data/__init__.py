@@ -1,0 +1,1 @@
+"""Tests of the raydp_synth.data layer."""

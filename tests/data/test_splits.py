@@ -1,0 +1,250 @@
+"""Tests of splitting, resizing/scaling transforms and the dataset containers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from raydp_synth.data import DatasetSplits, ImageDataset, RawImages
+from raydp_synth.data.splits import split_dataset
+from raydp_synth.data.transforms import resize_uint8, to_unit_range
+from raydp_synth.errors import DataError
+
+from .helpers import message_of
+
+
+def _tagged(n: int, *, classes: int = 4) -> RawImages:
+    """N distinct 1x2x2 images whose first pixel is the image index."""
+    images = np.zeros((n, 1, 2, 2), dtype=np.uint8)
+    images[:, 0, 0, 0] = np.arange(n)
+    return RawImages(
+        images=images,
+        labels=(np.arange(n) % classes).astype(np.int64),
+        class_names=tuple(f"c{i}" for i in range(classes)),
+        source="tagged",
+    )
+
+
+def _indices(part: ImageDataset) -> np.ndarray:
+    pixels = np.rint((part.images[:, 0, 0, 0] + 1) / 2 * 255)
+    return pixels.astype(np.int64)
+
+
+def test_split_sizes_disjoint_and_covering() -> None:
+    raw = _tagged(200)
+    splits = split_dataset(raw, image_size=2, seed=5, name="tagged")
+    train, val, test = (_indices(p) for p in (splits.train, splits.val, splits.test))
+    assert (len(train), len(val), len(test)) == (160, 20, 20)
+    assert np.array_equal(np.sort(np.concatenate([train, val, test])), np.arange(200))
+    assert np.array_equal(splits.train.labels, raw.labels[train])  # labels follow images
+    assert splits.class_names == raw.class_names
+
+
+def test_split_is_seeded() -> None:
+    raw = _tagged(100)
+    a = split_dataset(raw, image_size=2, seed=1, name="t")
+    b = split_dataset(raw, image_size=2, seed=1, name="t")
+    c = split_dataset(raw, image_size=2, seed=2, name="t")
+    assert np.array_equal(_indices(a.val), _indices(b.val))
+    assert not np.array_equal(_indices(a.val), _indices(c.val))
+
+
+def test_custom_fractions() -> None:
+    splits = split_dataset(
+        _tagged(100), image_size=2, val_fraction=0.25, test_fraction=0.15, name="t"
+    )
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (60, 25, 15)
+
+
+def test_predefined_test_split_is_used_and_val_is_carved_from_train() -> None:
+    base = _tagged(50)
+    test_images = np.full((7, 1, 2, 2), 255, dtype=np.uint8)
+    test_labels = np.arange(7, dtype=np.int64) % 4
+    raw = RawImages(
+        images=base.images,
+        labels=base.labels,
+        class_names=base.class_names,
+        source="with-test",
+        predefined_test=(test_images, test_labels),
+    )
+    splits = split_dataset(raw, image_size=2, name="t", test_fraction=0.9)  # ignored
+    assert len(splits.test) == 7
+    assert np.all(splits.test.images == 1.0)
+    assert np.array_equal(splits.test.labels, test_labels)
+    train, val = _indices(splits.train), _indices(splits.val)
+    assert (len(train), len(val)) == (45, 5)
+    assert np.array_equal(np.sort(np.concatenate([train, val])), np.arange(50))
+
+
+def test_resize_and_scale_rgb() -> None:
+    images = np.zeros((40, 3, 5, 9), dtype=np.uint8)
+    images[:, 0] = 255  # pure red
+    raw = RawImages(
+        images=images,
+        labels=np.zeros(40, dtype=np.int64),
+        class_names=("red",),
+        source="red",
+    )
+    splits = split_dataset(raw, image_size=16, name="red", public=True)
+    assert splits.train.image_shape == (3, 16, 16)
+    assert np.all(splits.train.images[:, 0] == 1.0)
+    assert np.all(splits.train.images[:, 1:] == -1.0)
+    assert splits.test.public is True
+
+
+def test_empty_dataset() -> None:
+    raw = RawImages(
+        images=np.zeros((0, 1, 4, 4), dtype=np.uint8),
+        labels=np.zeros(0, dtype=np.int64),
+        class_names=("a",),
+        source="empty-source",
+    )
+    with pytest.raises(DataError, match="empty-source: dataset is empty") as e:
+        split_dataset(raw, image_size=4, name="x")
+    message_of(e)
+
+
+def test_class_without_training_samples() -> None:
+    raw = RawImages(
+        images=np.zeros((30, 1, 2, 2), dtype=np.uint8),
+        labels=np.arange(30, dtype=np.int64) % 2,
+        class_names=("a", "b", "rare"),
+        source="src",
+    )
+    with pytest.raises(DataError, match="src: class 'rare' has no training samples") as e:
+        split_dataset(raw, image_size=2, name="x")
+    assert "add more samples of class 'rare' or merge it" in message_of(e)
+
+
+def test_class_only_in_predefined_test() -> None:
+    raw = RawImages(
+        images=np.zeros((30, 1, 2, 2), dtype=np.uint8),
+        labels=np.zeros(30, dtype=np.int64),
+        class_names=("0", "1"),
+        source="idx-dir",
+        predefined_test=(np.zeros((3, 1, 2, 2), np.uint8), np.array([0, 1, 1], np.int64)),
+    )
+    with pytest.raises(DataError, match="idx-dir: class '1' has no training samples"):
+        split_dataset(raw, image_size=2, name="x")
+
+
+@pytest.mark.parametrize(
+    ("n", "val_fraction", "test_fraction", "pattern"),
+    [
+        (4, 0.1, 0.1, "test split would be empty"),
+        (4, 0.1, 0.5, "val split would be empty"),
+        (2, 0.5, 0.5, "train split would be empty"),
+    ],
+)
+def test_empty_split(n: int, val_fraction: float, test_fraction: float, pattern: str) -> None:
+    with pytest.raises(DataError, match=f"tagged: {pattern}") as e:
+        split_dataset(
+            _tagged(n, classes=1),
+            image_size=2,
+            name="x",
+            val_fraction=val_fraction,
+            test_fraction=test_fraction,
+        )
+    message_of(e)
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, 1.0, -0.1, 1.5, True, "0.1"])
+def test_invalid_fraction(bad: object) -> None:
+    with pytest.raises(DataError, match="val_fraction must be"):
+        split_dataset(_tagged(50), image_size=2, name="x", val_fraction=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, None])
+def test_invalid_image_size(bad: object) -> None:
+    with pytest.raises(DataError, match="image_size must be a positive integer"):
+        split_dataset(_tagged(50), image_size=bad, name="x")  # type: ignore[arg-type]
+
+
+def test_resize_uint8_gray_and_rgb() -> None:
+    gray = np.full((2, 1, 8, 8), 77, dtype=np.uint8)
+    rgb = np.stack([np.full((5, 7), v, np.uint8) for v in (10, 20, 30)])[None].repeat(3, 0)
+    assert np.all(resize_uint8(gray, 16) == 77)
+    assert resize_uint8(gray, 16).shape == (2, 1, 16, 16)
+    out = resize_uint8(rgb, 4)
+    assert out.shape == (3, 3, 4, 4)
+    assert out[:, 0].max() == 10 and out[:, 1].min() == 20 and out[:, 2].max() == 30
+    same = resize_uint8(gray, 8)
+    assert np.array_equal(same, gray) and same is not gray
+    with pytest.raises(DataError, match="1 or 3 channels"):
+        resize_uint8(np.zeros((1, 2, 4, 4), np.uint8), 8)
+
+
+def test_to_unit_range_endpoints() -> None:
+    scaled = to_unit_range(np.array([0, 51, 255], dtype=np.uint8))
+    assert scaled.dtype == np.float32
+    assert scaled.tolist() == pytest.approx([-1.0, 51 / 255 * 2 - 1, 1.0])
+    assert scaled[0] == -1.0 and scaled[2] == 1.0
+    with pytest.raises(DataError, match="needs a uint8 array"):
+        to_unit_range(np.zeros(3, dtype=np.float32))
+
+
+def _dataset(**overrides: object) -> ImageDataset:
+    fields: dict[str, object] = {
+        "images": np.zeros((3, 1, 4, 4), np.float32),
+        "labels": np.array([0, 1, 1], np.int64),
+        "num_classes": 2,
+        "name": "ds",
+    }
+    fields.update(overrides)
+    return ImageDataset(**fields)  # type: ignore[arg-type]
+
+
+def test_image_dataset_valid() -> None:
+    ds = _dataset()
+    assert len(ds) == 3
+    assert ds.image_shape == (1, 4, 4)
+    assert ds.public is False
+
+
+@pytest.mark.parametrize(
+    ("overrides", "pattern"),
+    [
+        ({"images": np.zeros((3, 1, 4, 4), np.float64)}, "images must be a float32"),
+        ({"images": np.full((3, 1, 4, 4), 1.5, np.float32)}, r"must lie in \[-1, 1\]"),
+        ({"images": np.full((3, 1, 4, 4), np.nan, np.float32)}, r"must lie in \[-1, 1\]"),
+        ({"images": np.zeros((3, 2, 4, 4), np.float32)}, "need 1 .* or 3"),
+        ({"labels": np.array([0, 1], np.int64)}, "3 images but 2 labels"),
+        ({"labels": np.array([0, 1, 2], np.int64)}, r"labels range over \[0, 2\]"),
+        ({"labels": np.array([0, 1, 1], np.int32)}, "1-D int64"),
+        ({"num_classes": 0}, "num_classes must be a positive integer"),
+        ({"public": "yes"}, "public must be True or False"),
+    ],
+)
+def test_image_dataset_rejects_bad_fields(overrides: dict[str, object], pattern: str) -> None:
+    with pytest.raises(DataError, match=pattern) as e:
+        _dataset(**overrides)
+    assert "dataset 'ds'" in message_of(e)
+
+
+def test_raw_images_validation() -> None:
+    with pytest.raises(DataError, match="src: duplicate class names"):
+        RawImages(
+            images=np.zeros((1, 1, 2, 2), np.uint8),
+            labels=np.zeros(1, np.int64),
+            class_names=("a", "a"),
+            source="src",
+        )
+    with pytest.raises(DataError, match=r"src \(test split\): test images have shape"):
+        RawImages(
+            images=np.zeros((1, 1, 2, 2), np.uint8),
+            labels=np.zeros(1, np.int64),
+            class_names=("a",),
+            source="src",
+            predefined_test=(np.zeros((1, 1, 3, 3), np.uint8), np.zeros(1, np.int64)),
+        )
+
+
+def test_dataset_splits_must_agree() -> None:
+    small = _dataset()
+    big = _dataset(images=np.zeros((3, 1, 8, 8), np.float32))
+    with pytest.raises(DataError, match="test images have shape"):
+        DatasetSplits(train=small, val=small, test=big, class_names=("a", "b"))
+    with pytest.raises(DataError, match="3 class names are given"):
+        DatasetSplits(train=small, val=small, test=small, class_names=("a", "b", "c"))
+    ok = DatasetSplits(train=small, val=small, test=small, class_names=("a", "b"))
+    assert ok.train is small
