@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -30,13 +31,12 @@ from raydp_synth.methods.dpaf.config import DPAFConfig
 from raydp_synth.methods.dpaf.mechanisms import (
     classifier_record_grads,
     conv2_record_grads,
-    feature_sum,
+    dpagg,
 )
 from raydp_synth.methods.dpaf.networks import Classifier, DiscriminatorParts, Generator, sin
 from raydp_synth.methods.dpaf.plan import CLASSIFIER, CONV2, DPAGG
 from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.dp_sgd import private_gradient
-from raydp_synth.privacy.noise import noisy_sum
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
 from raydp_synth.train.context import WorkerContext
@@ -196,14 +196,12 @@ class _DPAFRun:
         for it in range(1, agg.num_steps + 1):
             # 1. DPAGG on a real Poisson sample; same noise law on a synthetic batch.
             conv2_gsm.disable_hooks()
+            real_mean = dpagg(parts, *self._batch(agg_sampler.sample()),
+                              noise_std=agg.noise_std, generator=self.ctx.noise_generator) / expected_agg
             with torch.no_grad():
-                real_sum = feature_sum(parts, *self._batch(agg_sampler.sample()))
-                real_mean = noisy_sum(real_sum, noise_std=agg.noise_std,
-                                      generator=self.ctx.noise_generator) / expected_agg
                 fake_images, fake_labels = self._fakes(fakes_local, fake_gen)
-                fake_mean = noisy_sum(feature_sum(parts, fake_images, fake_labels),
-                                      noise_std=agg.noise_std,
-                                      generator=self.ctx.noise_generator) / fakes_total
+            fake_mean = dpagg(parts, fake_images, fake_labels, noise_std=agg.noise_std,
+                              generator=self.ctx.noise_generator) / fakes_total
             self.steps[DPAGG] = it
             # 2. conv3*, FC*: post-processing of the two releases.
             real_logit = parts.head(real_mean[None])
@@ -286,6 +284,8 @@ class _DPAFRun:
 
 def run_dpaf(ctx: WorkerContext) -> dict[str, Any]:
     """Train DPAF on this worker; returns the final state (rank 0 checkpoints it)."""
+    # Opacus' hooks fire on conv2* even where its input needs no gradient: expected.
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
     run = _DPAFRun(ctx)
     run.classifier_phase()
     run.gan_phase()

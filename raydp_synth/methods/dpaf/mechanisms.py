@@ -13,8 +13,9 @@ from torch.nn import functional as F
 
 from raydp_synth.methods.dpaf.networks import DiscriminatorParts, sin
 from raydp_synth.privacy.dp_sgd import per_record_gradients
+from raydp_synth.privacy.noise import noisy_sum
 
-__all__ = ["classifier_record_grads", "conv2_record_grads", "feature_sum"]
+__all__ = ["classifier_record_grads", "conv2_record_grads", "dpagg", "feature_sum"]
 
 
 def classifier_record_grads(
@@ -67,3 +68,21 @@ def feature_sum(parts: DiscriminatorParts, images: torch.Tensor, labels: torch.T
         p = arch.agg_map_size
         return torch.zeros(arch.agg_maps, p, p, device=images.device)
     return parts.features(images, labels).sum(dim=0)
+
+
+def dpagg(
+    parts: DiscriminatorParts,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    noise_std: float,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """DPAGG: the feature sum over all workers' batches plus N(0, noise_std^2), once.
+
+    ``noise_std`` is the plan's ``sigma3 * sqrt(m) * p``. Applied to a synthetic
+    batch it costs no privacy; DPAF does so with the same noise_std so that real
+    and synthetic aggregates are equally noisy.
+    """
+    with torch.no_grad():
+        return noisy_sum(feature_sum(parts, images, labels), noise_std=noise_std, generator=generator)
