@@ -59,7 +59,9 @@ class DPAF(Method):
         conv2 = GradSampleModule(parts.conv2, loss_reduction="sum")
         p = arch.agg_map_size
         # A fixed "released" loss direction, as the loop takes from DPAGG's output.
-        direction = torch.randn(arch.agg_maps, p, p, generator=torch.Generator().manual_seed(seed))
+        by_class = config.aggregation == "class"
+        shape = (arch.num_classes, arch.agg_maps, p, p) if by_class else (arch.agg_maps, p, p)
+        direction = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
         def classifier_sum(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
             return clipped_sum(classifier_record_grads(classifier, images, labels),
@@ -75,7 +77,7 @@ class DPAF(Method):
             conv2.disable_hooks()
             try:
                 with torch.no_grad():
-                    return feature_sum(parts, images, labels)
+                    return feature_sum(parts, images, labels, by_class=by_class)
             finally:
                 conv2.enable_hooks()
 

@@ -34,6 +34,14 @@ class DPAFConfig:
         clip_conv2: per-record clip norm of conv2*'s DP-SGD.
         topk_fraction: fraction of each per-record gradient kept (by magnitude)
             before clipping (gradient compression; paper: 0.9).
+        aggregation: ``"batch"`` (the paper: DPAGG sums the whole batch) or
+            ``"class"`` (DPAGG releases the per-class sums; a record is in exactly
+            one class block, so the sensitivity and the privacy cost are the same,
+            and the head learns class-conditional aggregates).
+        generator_loss: ``"d_hat"`` (the paper: G's BCE through D without
+            aggregation, per synthetic record) or ``"aggregate"`` (G's BCE through
+            the head on the synthetic batch's aggregate, with DPAGG's noise law).
+            Both see synthetic records only.
         seed: seed of initialisation, Poisson sampling and latent draws.
     """
 
@@ -54,6 +62,8 @@ class DPAFConfig:
     clip_classifier: float = 1.0
     clip_conv2: float = 1.0
     topk_fraction: float = 0.9
+    aggregation: str = "class"
+    generator_loss: str = "d_hat"
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -68,6 +78,12 @@ class DPAFConfig:
                 raise ConfigError(f"Expected {name}={value} > 0.")
         if not 0 < self.topk_fraction <= 1:
             raise ConfigError(f"Expected 0 < topk_fraction={self.topk_fraction} <= 1.")
+        if self.aggregation not in ("batch", "class"):
+            raise ConfigError(f"aggregation={self.aggregation!r} must be 'batch' or 'class'")
+        if self.generator_loss not in ("d_hat", "aggregate"):
+            raise ConfigError(
+                f"generator_loss={self.generator_loss!r} must be 'd_hat' or 'aggregate'"
+            )
         if len(self.budget_split) != 3 or not all(
             math.isfinite(s) and s > 0 for s in self.budget_split
         ):

@@ -37,6 +37,7 @@ from raydp_synth.methods.dpaf.networks import Classifier, DiscriminatorParts, Ge
 from raydp_synth.methods.dpaf.plan import CLASSIFIER, CONV2, DPAGG
 from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.dp_sgd import private_gradient
+from raydp_synth.privacy.noise import gaussian_noise
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
 from raydp_synth.train.context import WorkerContext
@@ -108,8 +109,15 @@ class _DPAFRun:
         return PoissonSampler(self.shard, sample_rate=mech.sample_rate,
                               generator=self.ctx.generator("sample", name))
 
-    def _fakes(self, count: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        labels = torch.randint(self.arch.num_classes, (count,), generator=gen).to(self.device)
+    def _fakes(
+        self, count: int, gen: torch.Generator, *, balanced: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Synthetic records; labels uniform (or exactly balanced), data-independent."""
+        if balanced:
+            labels = torch.arange(count) % self.arch.num_classes
+        else:
+            labels = torch.randint(self.arch.num_classes, (count,), generator=gen)
+        labels = labels.to(self.device)
         z = torch.randn(count, self.arch.latent_dim, generator=gen).to(self.device)
         return self.G(z, labels), labels
 
@@ -164,16 +172,20 @@ class _DPAFRun:
 
     # ---------------------------------------------------------------- phase 2
     def gan_phase(self) -> None:
-        cfg, plan = self.config, self.ctx.plan
+        cfg, plan, ctx = self.config, self.ctx.plan, self.ctx
         agg, conv2 = plan.mechanism(DPAGG), plan.mechanism(CONV2)
         assert agg.sample_rate is not None and conv2.sample_rate is not None
-        expected_agg = agg.sample_rate * self.n
-        expected_conv2 = conv2.sample_rate * self.n
-        fakes_local = max(1, round(expected_agg / self.ctx.world_size))
-        fakes_total = fakes_local * self.ctx.world_size
+        by_class = cfg.aggregation == "class"
+        groups = self.arch.num_classes if by_class else 1
+        # Divisors turning released sums into means: expected counts (public).
+        real_divisor = agg.sample_rate * self.n / groups
+        conv2_divisor = conv2.sample_rate * self.n / groups
+        fakes_local = groups * max(1, math.ceil(agg.sample_rate * self.n / ctx.world_size / groups))
+        fake_divisor = fakes_local * ctx.world_size / groups
+        agg_labels = torch.arange(groups, device=self.device) if by_class else None
         parts, G = self.parts, self.G
         conv2_gsm = GradSampleModule(parts.conv2, loss_reduction="sum")
-        conv2_params = [p for p in parts.conv2.parameters()]
+        conv2_params = list(parts.conv2.parameters())
         conv2_shapes = [p.shape for p in conv2_params]
         head_params = list(parts.conv3.parameters()) + list(parts.fc.parameters())
         betas = (0.5, 0.999)
@@ -181,9 +193,10 @@ class _DPAFRun:
         opt_conv2 = torch.optim.Adam(conv2_params, lr=cfg.lr_d, betas=betas)
         opt_g = torch.optim.Adam(G.parameters(), lr=cfg.lr_g, betas=betas)
         agg_sampler, conv2_sampler = self._sampler(DPAGG), self._sampler(CONV2)
-        fake_gen = self.ctx.generator("fakes")
+        fake_gen = ctx.generator("fakes")
         iters_per_epoch = max(1, math.ceil(1 / agg.sample_rate))
-        one, zero = torch.ones(1, device=self.device), torch.zeros(1, device=self.device)
+        ones = torch.ones(groups, device=self.device)
+        zeros = torch.zeros(groups, device=self.device)
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
 
@@ -191,54 +204,59 @@ class _DPAFRun:
             sums[key] = sums.get(key, 0.0) + value
             counts[key] = counts.get(key, 0) + 1
 
+        def release(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            out = dpagg(parts, images, labels, noise_std=agg.noise_std,
+                        generator=ctx.noise_generator, by_class=by_class)
+            return out if by_class else out[None]
+
         start = time.monotonic()
         conv2_step = 0
+        conv2_gsm.disable_hooks()
         for it in range(1, agg.num_steps + 1):
             # 1. DPAGG on a real Poisson sample; same noise law on a synthetic batch.
-            conv2_gsm.disable_hooks()
-            real_mean = dpagg(parts, *self._batch(agg_sampler.sample()),
-                              noise_std=agg.noise_std, generator=self.ctx.noise_generator) / expected_agg
+            real_mean = release(*self._batch(agg_sampler.sample())) / real_divisor
             with torch.no_grad():
-                fake_images, fake_labels = self._fakes(fakes_local, fake_gen)
-            fake_mean = dpagg(parts, fake_images, fake_labels, noise_std=agg.noise_std,
-                              generator=self.ctx.noise_generator) / fakes_total
+                fake_images, fake_labels = self._fakes(fakes_local, fake_gen, balanced=by_class)
+            fake_mean = release(fake_images, fake_labels) / fake_divisor
             self.steps[DPAGG] = it
             # 2. conv3*, FC*: post-processing of the two releases.
-            real_logit = parts.head(real_mean[None])
-            fake_logit = parts.head(fake_mean[None])
-            d_loss = (F.binary_cross_entropy_with_logits(real_logit, one)
-                      + F.binary_cross_entropy_with_logits(fake_logit, zero))
+            real_logit = parts.head(real_mean, agg_labels)
+            fake_logit = parts.head(fake_mean, agg_labels)
+            d_loss = (F.binary_cross_entropy_with_logits(real_logit, ones)
+                      + F.binary_cross_entropy_with_logits(fake_logit, zeros))
             opt_head.zero_grad(set_to_none=True)
             d_loss.backward()
             all_reduce_mean_(p.grad for p in head_params if p.grad is not None)
             opt_head.step()
-            parts.conv2.zero_grad(set_to_none=True)
             track("d_loss_noisy", d_loss.item())
-            track("d_real_prob_noisy", torch.sigmoid(real_logit).item())
-            track("d_fake_prob_noisy", torch.sigmoid(fake_logit).item())
+            track("d_real_prob_noisy", torch.sigmoid(real_logit).mean().item())
+            track("d_fake_prob_noisy", torch.sigmoid(fake_logit).mean().item())
 
             # 3. conv2*: DP-SGD every mu iterations, on its own Poisson sample.
             if it % cfg.mu == 0 and conv2_step < conv2.num_steps:
                 conv2_step += 1
-                v_real = self._loss_direction(real_mean, one)
-                v_fake = self._loss_direction(fake_mean, zero)
+                v_real = self._loss_direction(real_mean, agg_labels, ones)
+                v_fake = self._loss_direction(fake_mean, agg_labels, zeros)
+                if not by_class:
+                    v_real, v_fake = v_real[0], v_fake[0]
                 conv2_gsm.enable_hooks()
-                images, labels = self._batch(conv2_sampler.sample())
-                grads = conv2_record_grads(conv2_gsm, parts, images, labels, v_real)
+                grads = conv2_record_grads(conv2_gsm, parts, *self._batch(conv2_sampler.sample()),
+                                           v_real)
                 conv2_gsm.disable_hooks()
                 private = private_gradient(
                     grads,
                     max_grad_norm=conv2.sensitivity,
                     noise_multiplier=conv2.noise_multiplier,
-                    expected_batch_size=expected_conv2,
-                    generator=self.ctx.noise_generator,
+                    expected_batch_size=conv2_divisor,
+                    generator=ctx.noise_generator,
                     topk_fraction=cfg.topk_fraction,
                     shapes=conv2_shapes,
                 )
-                # Synthetic side (no privacy cost): d/dtheta <sum_i s_i(theta), u> / B.
+                # Synthetic side (no privacy cost): the same chain rule, exactly.
                 with torch.no_grad():
                     h_fake = parts.conv1(fake_images)
-                fake_term = (sin(parts.conv2(h_fake, fake_labels)) * v_fake).sum() / fakes_total
+                v_fake_records = v_fake[fake_labels] if by_class else v_fake
+                fake_term = (sin(parts.conv2(h_fake, fake_labels)) * v_fake_records).sum() / fake_divisor
                 synthetic = list(torch.autograd.grad(fake_term, conv2_params))
                 all_reduce_sum_(synthetic)
                 for p, g_priv, g_syn in zip(conv2_params, private, synthetic, strict=True):
@@ -247,12 +265,10 @@ class _DPAFRun:
                 parts.conv2.zero_grad(set_to_none=True)
                 self.steps[CONV2] = conv2_step
 
-            # 4. G every n_critic iterations, through D-hat, synthetic records only.
+            # 4. G every n_critic iterations, on synthetic records only.
             if it % cfg.n_critic == 0:
-                images, labels = self._fakes(fakes_local, fake_gen)
-                g_loss = F.binary_cross_entropy_with_logits(
-                    parts.d_hat(images, labels), torch.ones(len(labels), device=self.device)
-                )
+                g_loss = self._generator_loss(fakes_local, fake_gen, by_class, agg.noise_std,
+                                              fake_divisor, agg_labels)
                 g_grads = list(torch.autograd.grad(g_loss, list(G.parameters())))
                 all_reduce_mean_(g_grads)
                 for p, g in zip(G.parameters(), g_grads, strict=True):
@@ -274,10 +290,38 @@ class _DPAFRun:
                                 if k not in ("phase", "epoch"))
                 )
 
-    def _loss_direction(self, released_mean: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """dL/dS at a released aggregate: a function of released values only."""
+    def _generator_loss(
+        self,
+        count: int,
+        gen: torch.Generator,
+        by_class: bool,
+        noise_std: float,
+        fake_divisor: float,
+        agg_labels: torch.Tensor | None,
+    ) -> torch.Tensor:
+        images, labels = self._fakes(count, gen, balanced=by_class)
+        if self.config.generator_loss == "d_hat":
+            logits = self.parts.d_hat(images, labels, class_head=by_class)
+            return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+        # Through the head on the synthetic aggregate(s), with DPAGG's noise law on
+        # this worker's share of the mean.
+        feats = self.parts.features(images, labels)
+        if by_class:
+            sums = torch.zeros(self.arch.num_classes, *feats.shape[1:], device=feats.device)
+            sums = sums.index_add(0, labels, feats)
+        else:
+            sums = feats.sum(0, keepdim=True)
+        noise = gaussian_noise(sums.shape, std=noise_std / self.ctx.world_size, generator=gen)
+        scale = fake_divisor / self.ctx.world_size
+        logits = self.parts.head((sums + noise.to(sums)) / scale, agg_labels)
+        return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+
+    def _loss_direction(
+        self, released_mean: torch.Tensor, labels: torch.Tensor | None, target: torch.Tensor
+    ) -> torch.Tensor:
+        """dL/dS at released aggregates: a function of released values only."""
         point = released_mean.detach().clone().requires_grad_(True)
-        loss = F.binary_cross_entropy_with_logits(self.parts.head(point[None]), target)
+        loss = F.binary_cross_entropy_with_logits(self.parts.head(point, labels), target)
         (direction,) = torch.autograd.grad(loss, point)
         return direction.detach()
 

@@ -44,30 +44,43 @@ def conv2_record_grads(
 
     ``J_i`` is the Jacobian of record i's SIN features with respect to conv2*, and
     ``v = dL/dS`` the loss gradient at the latest *released* (noisy) aggregate, a
-    function of released quantities only. Record i's term therefore depends on
+    function of released quantities only (``[K, m, p, p]`` for class-wise
+    aggregation: record i uses its own class's block). Record i's term depends on
     record i and on released values alone: no un-noised aggregate couples the
     records (the correction of 000_7d0ded9903bce7e2.txt Algorithm 1, line 12).
     """
 
+    # With class-wise aggregation, record i's direction is its own class's block.
+    per_record = direction[labels] if direction.dim() == 4 else direction
+
     def loss() -> torch.Tensor:
         with torch.no_grad():
             h = parts.conv1(images)  # frozen, DP (phase 1)
-        return (sin(conv2(h, labels)) * direction).sum()
+        return (sin(conv2(h, labels)) * per_record).sum()
 
     return per_record_gradients(conv2, loss, batch_size=len(labels))
 
 
-def feature_sum(parts: DiscriminatorParts, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """AGG: the sum over the batch of the records' SIN features, ``[m, p, p]``.
+def feature_sum(
+    parts: DiscriminatorParts, images: torch.Tensor, labels: torch.Tensor, *, by_class: bool = False
+) -> torch.Tensor:
+    """AGG: the sum over the batch of the records' SIN features.
 
-    Each record contributes at most ``sqrt(m) * p`` in L2 norm (SIN), the
-    sensitivity that DPAGG's noise is scaled to.
+    Returns ``[m, p, p]``, or with ``by_class`` the per-class sums ``[K, m, p, p]``.
+    Each record contributes at most ``sqrt(m) * p`` in L2 norm (SIN) to exactly one
+    block (its own label's), so either way adding or removing a record moves the
+    released tensor by at most ``sqrt(m) * p``: the sensitivity DPAGG's noise is
+    scaled to, and the same Gaussian event.
     """
     arch = parts.arch
+    p = arch.agg_map_size
+    shape = (arch.num_classes, arch.agg_maps, p, p) if by_class else (arch.agg_maps, p, p)
     if len(labels) == 0:
-        p = arch.agg_map_size
-        return torch.zeros(arch.agg_maps, p, p, device=images.device)
-    return parts.features(images, labels).sum(dim=0)
+        return torch.zeros(shape, device=images.device)
+    feats = parts.features(images, labels)
+    if not by_class:
+        return feats.sum(dim=0)
+    return torch.zeros(shape, device=feats.device, dtype=feats.dtype).index_add_(0, labels, feats)
 
 
 def dpagg(
@@ -77,12 +90,17 @@ def dpagg(
     *,
     noise_std: float,
     generator: torch.Generator | None,
+    by_class: bool = False,
 ) -> torch.Tensor:
-    """DPAGG: the feature sum over all workers' batches plus N(0, noise_std^2), once.
+    """DPAGG: the feature sum(s) over all workers' batches plus N(0, noise_std^2), once.
 
-    ``noise_std`` is the plan's ``sigma3 * sqrt(m) * p``. Applied to a synthetic
-    batch it costs no privacy; DPAF does so with the same noise_std so that real
-    and synthetic aggregates are equally noisy.
+    ``noise_std`` is the plan's ``sigma3 * sqrt(m) * p``, on every coordinate (every
+    class block). Applied to a synthetic batch it costs no privacy; DPAF does so with
+    the same noise_std so that real and synthetic aggregates are equally noisy.
     """
     with torch.no_grad():
-        return noisy_sum(feature_sum(parts, images, labels), noise_std=noise_std, generator=generator)
+        return noisy_sum(
+            feature_sum(parts, images, labels, by_class=by_class),
+            noise_std=noise_std,
+            generator=generator,
+        )

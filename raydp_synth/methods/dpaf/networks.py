@@ -149,9 +149,9 @@ def _conv_stack(arch: Architecture, first: int, count: int, in_channels: int) ->
     return nn.Sequential(*layers)
 
 
-def _fc_head(arch: Architecture, outputs: int) -> nn.Sequential:
+def _fc_head(arch: Architecture, outputs: int, in_features: int | None = None) -> nn.Sequential:
     n = arch.split.total
-    features = arch.width(n - 1) * arch.resolution_after(n) ** 2
+    features = in_features or arch.width(n - 1) * arch.resolution_after(n) ** 2
     return nn.Sequential(
         nn.Flatten(),
         nn.Linear(features, arch.fc_hidden),
@@ -195,7 +195,12 @@ class Conv2Star(nn.Module):
 
 
 class DiscriminatorParts(nn.Module):
-    """D's parts, kept separate because each is trained by a different rule."""
+    """D's parts, kept separate because each is trained by a different rule.
+
+    The head (conv3*, FC*) takes (mean-)aggregated features and, for class-wise
+    aggregation, the class of the aggregate as label planes (all-zero planes for a
+    whole-batch aggregate, which has no single class).
+    """
 
     def __init__(self, arch: Architecture) -> None:
         super().__init__()
@@ -203,20 +208,32 @@ class DiscriminatorParts(nn.Module):
         self.conv1 = _conv_stack(arch, 0, arch.split.conv1, arch.channels)
         self.conv2 = Conv2Star(arch)
         s = arch.split
-        self.conv3 = _conv_stack(arch, s.conv1 + s.conv2, s.conv3, arch.agg_maps)
-        self.fc = _fc_head(arch, 1)
+        head_in = arch.agg_maps + arch.num_classes
+        self.conv3 = _conv_stack(arch, s.conv1 + s.conv2, s.conv3, head_in)
+        flat = None if s.conv3 else head_in * arch.agg_map_size**2
+        self.fc = _fc_head(arch, 1, flat)
 
     def features(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Per-record SIN features (the input of AGG): [B, m, p, p]."""
         return sin(self.conv2(self.conv1(x), labels))
 
-    def head(self, aggregated: torch.Tensor) -> torch.Tensor:
-        """conv3* and FC* on (mean-)aggregated features: one logit per input."""
-        return self.fc(self.conv3(aggregated)).squeeze(-1)
+    def head(self, aggregated: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        """conv3* and FC* on aggregated features [A, m, p, p]: one logit each.
 
-    def d_hat(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        Args:
+            aggregated: A aggregates (or single records' features, for D-hat).
+            labels: the class of each aggregate, or None for class-free inputs.
+        """
+        arch = self.arch
+        if labels is None:
+            planes = aggregated.new_zeros(len(aggregated), arch.num_classes, *aggregated.shape[-2:])
+        else:
+            planes = label_planes(labels, arch.num_classes, aggregated.shape[-1]).to(aggregated)
+        return self.fc(self.conv3(torch.cat([aggregated, planes], dim=1))).squeeze(-1)
+
+    def d_hat(self, x: torch.Tensor, labels: torch.Tensor, *, class_head: bool = False) -> torch.Tensor:
         """D without aggregation: one logit per record (used to train G)."""
-        return self.head(self.features(x, labels))
+        return self.head(self.features(x, labels), labels if class_head else None)
 
 
 class Generator(nn.Module):

@@ -1,0 +1,81 @@
+"""Bad input: one clear line on stderr, exit code 2, nothing lost."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raydp_synth.cli import run_cli
+from raydp_synth.train.__main__ import main
+
+
+def _fails(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main, argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["dpaf", "--epsilon", "0"], "--epsilon"),
+    (["dpaf", "--epsilon", "-3"], "--epsilon"),
+    (["dpaf", "--delta", "0.001"], "1/n"),
+    (["dpaf", "--delta", "1.5"], "--delta"),
+    (["nosuchmethod"], "registered methods: dpaf"),
+    (["dpaf", "--set", "mu"], "key=value"),
+    (["dpaf", "--set", "colour=blue"], "unknown setting"),
+    (["dpaf", "--set", "layer_split=C2-C2-C1"], "at most 3"),
+    (["dpaf", "--set", "batch_size=99999"], "batch_size"),
+    (["dpaf", "--workers", "0"], "--workers"),
+    (["dpaf", "--dataset", "webdataset:foo"], "digits"),
+])
+def test_user_errors(argv: list[str], needle: str, capsys, tmp_path: Path) -> None:
+    err = _fails([*argv, "--out", str(tmp_path / "run")], capsys)
+    assert needle in err
+    assert not (tmp_path / "run").exists()  # nothing was created
+
+
+def test_missing_dataset_directory(capsys, tmp_path: Path) -> None:
+    err = _fails(["dpaf", "--dataset", f"idx:{tmp_path / 'nope'}", "--out", str(tmp_path / "r")], capsys)
+    assert str(tmp_path / "nope") in err
+
+
+def test_corrupt_idx_file(capsys, tmp_path: Path) -> None:
+    data = tmp_path / "mnist"
+    data.mkdir()
+    (data / "train-images-idx3-ubyte.gz").write_bytes(b"not gzip at all")
+    with gzip.open(data / "train-labels-idx1-ubyte.gz", "wb") as f:
+        f.write(b"\x00\x00\x08\x01\x00\x00\x00\x00")
+    err = _fails(["dpaf", "--dataset", f"idx:{data}", "--out", str(tmp_path / "r")], capsys)
+    assert "train-images-idx3-ubyte.gz" in err
+
+
+def test_empty_image_folder(capsys, tmp_path: Path) -> None:
+    (tmp_path / "imgs" / "cat").mkdir(parents=True)
+    err = _fails(["dpaf", "--dataset", f"folder:{tmp_path / 'imgs'}", "--out", str(tmp_path / "r")], capsys)
+    assert "cat" in err
+
+
+def test_existing_run_directory_is_not_touched(capsys, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    err = _fails(["dpaf", "--out", str(out)], capsys)
+    assert "already exists" in err
+    assert (out / "precious.txt").read_text() == "keep me"
+
+
+def test_no_traceback_from_the_real_entry_point(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "raydp_synth.train", "dpaf", "--epsilon", "0", "--out", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error: --epsilon 0")
+    assert "Traceback" not in proc.stderr

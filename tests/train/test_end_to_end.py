@@ -1,0 +1,72 @@
+"""A whole DP run on digits with 2 Ray Train workers: the run directory is valid."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from raydp_synth.data.parquet import load_parquet_raw
+from raydp_synth.methods import get_method
+from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.events import event_from_json
+from raydp_synth.train.driver import TrainRequest, run_training
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def run_dir(ray_local, tmp_path_factory):
+    out = tmp_path_factory.mktemp("e2e") / "run"
+    result = run_training(TrainRequest(
+        method="dpaf", epsilon=4.0, delta=1e-5, out=out, workers=2, noise_seed=0,
+        settings={"epochs": "2", "classifier_epochs": "0.5", "base_width": "8"},
+    ))
+    return out, result
+
+
+def test_release_bundle_is_complete(run_dir) -> None:
+    out, _ = run_dir
+    release = out / "release"
+    assert sorted(p.name for p in release.iterdir()) == [
+        "generator.json", "generator.pt", "privacy.json", "samples.png", "synthetic.parquet"]
+    grid = Image.open(release / "samples.png")
+    assert grid.mode == "L" and grid.height > 10 * 16 and grid.width > 10 * 16
+    raw = load_parquet_raw(str(release / "synthetic.parquet"))
+    assert raw.images.shape[1:] == (1, 16, 16)
+    assert raw.class_names == tuple(str(i) for i in range(10))
+    assert np.bincount(raw.labels).min() > 0  # every class is synthesised
+
+
+def test_privacy_statement_is_dp_accountings_value_and_within_budget(run_dir) -> None:
+    out, result = run_dir
+    statement = json.loads((out / "release" / "privacy.json").read_text())
+    event = event_from_json(statement["plan"]["event"])
+    assert statement["epsilon"] == pytest.approx(epsilon_of(event, delta=statement["delta"]), rel=1e-12)
+    assert 0.95 * 4.0 <= statement["epsilon"] <= 4.0
+    assert result.epsilon == statement["epsilon"]
+
+
+def test_reported_metrics_are_on_the_allowlist(run_dir) -> None:
+    out, result = run_dir
+    allow = get_method("dpaf").metric_allowlist
+    assert result.metrics, "no metrics were reported"
+    for row in result.metrics:
+        assert set(row) <= allow
+    phases = {row["phase"] for row in result.metrics}
+    assert phases == {1.0, 2.0}
+    # epsilon_spent grows to the plan's epsilon
+    spent = [row["epsilon_spent"] for row in result.metrics]
+    assert spent == sorted(spent)
+    assert spent[-1] == pytest.approx(result.epsilon, rel=1e-9)
+    assert json.loads((out / "metrics.json").read_text()) == result.metrics
+
+
+def test_run_directory_is_owner_only(run_dir) -> None:
+    out, _ = run_dir
+    for path in [out, out / "release", out / "release" / "privacy.json", out / "metrics.json"]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode & 0o077 == 0, f"{path} is readable by others: {oct(mode)}"
