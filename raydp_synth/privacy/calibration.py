@@ -165,12 +165,12 @@ def calibrate_plan(
     if eps_lo > epsilon:  # composition never exceeds the sum of the shares
         raise ConfigError(f"cannot fit the plan into epsilon={epsilon:g}")
     if len(specs) > 1:
-        _, eps_hi = plan_at(hi)
+        plan_hi, eps_hi = plan_at(hi)
         f_lo, f_hi = eps_lo - epsilon, eps_hi - epsilon
         side = 0
         for _ in range(40):
-            if f_hi <= 0:  # the whole upper end is feasible
-                best, _ = plan_at(hi)
+            if f_hi <= 0:  # the whole upper end is feasible (only at the first bracket)
+                best = plan_hi
                 break
             if -f_lo <= rtol * epsilon or hi / lo <= 1 + rtol:
                 break

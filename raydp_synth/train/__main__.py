@@ -29,8 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="method setting, repeatable (e.g. --set mu=8 --set layer_split=C2-C1-x)")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/METHOD-TIME)")
     parser.add_argument("--seed", type=int, default=0, help="split/initialisation/sampling seed")
-    parser.add_argument("--noise-seed", type=int, default=None,
-                        help="seed of the DP noise (default: OS entropy; set only to reproduce)")
+    parser.add_argument("--dp-seed", type=int, default=None,
+                        help="seed of the DP randomness, Poisson sampling and noise (default: OS "
+                        "entropy; set only to reproduce a run, and keep it secret)")
     return parser
 
 
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     run_training(TrainRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, out=out,
         dataset=args.dataset, settings=parse_settings(args.settings), workers=args.workers,
-        use_gpu=args.use_gpu, seed=args.seed, noise_seed=args.noise_seed,
+        use_gpu=args.use_gpu, seed=args.seed, dp_seed=args.dp_seed,
     ))
     return 0
 

@@ -33,10 +33,13 @@ class WorkerContext:
         train: the sensitive training split (the worker samples its own shard).
         rank, world_size: this worker's place in the data-parallel group.
         device: where tensors live.
-        noise_generator: rank 0's source of DP noise.
+        noise_generator: rank 0's source of DP noise (secret).
         report: ``report(metrics, checkpoint_state)``; metrics are checked against
             the method's allow-list; checkpoint_state (rank 0) is torch-saved.
         log: prints a progress line on rank 0.
+        dp_seed: the run's secret seed of its DP randomness (Poisson sampling and
+            noise). Amplification by subsampling assumes the batches stay hidden, so
+            it is drawn from OS entropy by the driver and never written anywhere.
     """
 
     config: Any
@@ -49,9 +52,15 @@ class WorkerContext:
     noise_generator: torch.Generator
     report: Callable[[Mapping[str, float], dict[str, Any] | None], None]
     log: Callable[[str], None]
+    dp_seed: int
 
     def generator(self, *purpose: object) -> torch.Generator:
-        """A CPU generator seeded from the config seed, the purpose and the rank."""
+        """A *public* CPU generator (config seed, purpose, rank): initialisation and
+        synthetic draws only, never the selection of sensitive records."""
         return torch.Generator().manual_seed(
             derived_seed(self.config.seed, *purpose, self.rank)
         )
+
+    def secret_generator(self, *purpose: object) -> torch.Generator:
+        """A generator from the run's secret DP seed: Poisson sampling."""
+        return torch.Generator().manual_seed(derived_seed(self.dp_seed, *purpose, self.rank))

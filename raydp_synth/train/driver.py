@@ -14,11 +14,13 @@ workers take their noise multipliers from it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +51,8 @@ class TrainRequest:
         workers: Ray Train workers (data-parallel).
         use_gpu: one GPU per worker.
         seed: data split, initialisation and sampling seed.
-        noise_seed: DP noise seed; None draws it from OS entropy.
+        dp_seed: seed of the DP randomness (Poisson sampling, noise). None (the
+            default) draws it from OS entropy; a given seed must stay secret.
     """
 
     method: str
@@ -61,7 +64,7 @@ class TrainRequest:
     workers: int = 1
     use_gpu: bool = False
     seed: int = 0
-    noise_seed: int | None = None
+    dp_seed: int | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.epsilon) and self.epsilon > 0):
@@ -86,8 +89,23 @@ def _prepare_out(out: Path) -> None:
     os.chmod(out, 0o700)  # curator-only (design.md 8)
 
 
+@contextlib.contextmanager
+def _owner_only_files() -> Iterator[None]:
+    """Files and folders created inside are owner-only (design.md 8)."""
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
 def run_training(request: TrainRequest) -> RunResult:
-    """Plan, train on Ray Train workers, and write the run directory."""
+    """Plan, train on Ray Train workers, and write the run directory (owner-only)."""
+    with _owner_only_files():
+        return _run_training(request)
+
+
+def _run_training(request: TrainRequest) -> RunResult:
     method = get_method(request.method)
     image_size = request.settings.get("image_size")
     splits = load_dataset(
@@ -121,7 +139,8 @@ def run_training(request: TrainRequest) -> RunResult:
     from raydp_synth.train.ray_session import ensure_ray
 
     total_cpus = ensure_ray()
-    from ray.train import RunConfig, ScalingConfig
+    import ray
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
     cpus_per_worker = min(1.0, total_cpus / request.workers)
@@ -133,7 +152,8 @@ def run_training(request: TrainRequest) -> RunResult:
         "dataset": str(request.dataset),
         "data_seed": request.seed,
         "use_gpu": request.use_gpu,
-        "noise_seed": request.noise_seed,
+        # A reference, not the value: the secret never enters a persisted config.
+        "dp_seed_ref": ray.put(request.dp_seed if request.dp_seed is not None else secrets.randbits(63)),
         "threads_per_worker": max(1, int(cpus_per_worker)),
     }
     trainer = TorchTrainer(
@@ -144,7 +164,10 @@ def run_training(request: TrainRequest) -> RunResult:
             use_gpu=request.use_gpu,
             resources_per_worker={"CPU": cpus_per_worker, **({"GPU": 1} if request.use_gpu else {})},
         ),
-        run_config=RunConfig(name="train", storage_path=str(out / "ray")),
+        # No automatic retries: a retried run would release its mechanisms again,
+        # beyond its plan (the tuner charges every attempt explicitly instead).
+        run_config=RunConfig(name="train", storage_path=str(out / "ray"),
+                             failure_config=FailureConfig(max_failures=0)),
     )
     start = time.monotonic()
     result = trainer.fit()

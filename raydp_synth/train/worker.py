@@ -8,7 +8,6 @@ refuses keys that are not on the method's privacy-safe allow-list.
 from __future__ import annotations
 
 import json
-import secrets
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +18,7 @@ import torch
 from raydp_synth.data import load_dataset
 from raydp_synth.methods import DataInfo, get_method
 from raydp_synth.privacy.plan import PrivacyPlan
-from raydp_synth.train.context import WorkerContext
+from raydp_synth.train.context import WorkerContext, derived_seed
 
 __all__ = ["CHECKPOINT_METRICS", "CHECKPOINT_STATE", "Reporter", "UnsafeMetricError", "train_loop_per_worker"]
 
@@ -66,13 +65,9 @@ class Reporter:
             ray.train.report(clean, checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
 
-def _noise_generator(seed: int | None) -> torch.Generator:
-    # DP noise comes from OS entropy unless a seed is given (tests, reproductions).
-    return torch.Generator().manual_seed(secrets.randbits(63) if seed is None else seed)
-
-
 def train_loop_per_worker(payload: dict[str, Any]) -> None:
     """Ray Train entry point: runs ``payload["method"]``'s DP loop on this worker."""
+    import ray
     import ray.train
     import ray.train.torch
 
@@ -90,6 +85,9 @@ def train_loop_per_worker(payload: dict[str, Any]) -> None:
             f"for {data.num_records}: the dataset changed after planning"
         )
     device = ray.train.torch.get_device() if payload["use_gpu"] else torch.device("cpu")
+    # The secret DP seed travels through the object store, never in a config that
+    # Ray or we write to disk.
+    dp_seed = int(ray.get(payload["dp_seed_ref"]))
     reporter = Reporter(method.metric_allowlist, rank=rank)
     ctx = WorkerContext(
         config=config,
@@ -99,8 +97,9 @@ def train_loop_per_worker(payload: dict[str, Any]) -> None:
         rank=rank,
         world_size=world_size,
         device=device,
-        noise_generator=_noise_generator(payload.get("noise_seed")),
+        noise_generator=torch.Generator().manual_seed(derived_seed(dp_seed, "noise", rank)),
         report=reporter,
         log=(lambda line: print(line, flush=True)) if rank == 0 else (lambda line: None),
+        dp_seed=dp_seed,
     )
     method.train(ctx)

@@ -12,7 +12,11 @@ from opacus.accountants.utils import get_noise_multiplier
 
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.accounting import epsilon_of, subsampled_gaussian_epsilon, validate_delta
-from raydp_synth.privacy.calibration import MechanismSpec, calibrate_noise_multiplier, calibrate_plan
+from raydp_synth.privacy.calibration import (
+    MechanismSpec,
+    calibrate_noise_multiplier,
+    calibrate_plan,
+)
 
 RTOL = 1e-3
 

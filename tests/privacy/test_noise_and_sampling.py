@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from raydp_synth.privacy.dp_sgd import clip_per_record, clipped_sum, private_gradient, topk_per_record
+from raydp_synth.privacy.dp_sgd import (
+    clip_per_record,
+    clipped_sum,
+    private_gradient,
+    topk_per_record,
+)
 from raydp_synth.privacy.noise import noisy_sum
 from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
 from tests.stats import assert_gaussian_std

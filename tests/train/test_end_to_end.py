@@ -17,12 +17,14 @@ from raydp_synth.train.driver import TrainRequest, run_training
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
+DP_SEED = 784_193_552_600_317  # a distinctive value, to look for in the written files
+
 
 @pytest.fixture(scope="module")
 def run_dir(ray_local, tmp_path_factory):
     out = tmp_path_factory.mktemp("e2e") / "run"
     result = run_training(TrainRequest(
-        method="dpaf", epsilon=4.0, delta=1e-5, out=out, workers=2, noise_seed=0,
+        method="dpaf", epsilon=4.0, delta=1e-5, out=out, workers=2, dp_seed=DP_SEED,
         settings={"epochs": "2", "classifier_epochs": "0.5", "base_width": "8"},
     ))
     return out, result
@@ -70,3 +72,11 @@ def test_run_directory_is_owner_only(run_dir) -> None:
     for path in [out, out / "release", out / "release" / "privacy.json", out / "metrics.json"]:
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode & 0o077 == 0, f"{path} is readable by others: {oct(mode)}"
+
+
+def test_secret_dp_seed_is_written_nowhere(run_dir) -> None:
+    out, _ = run_dir
+    needle = str(DP_SEED).encode()
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert needle not in path.read_bytes(), f"the secret DP seed leaked into {path}"

@@ -19,7 +19,6 @@ See docs/privacy.md for the argument and each deviation from the paper.
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from typing import Any
 
@@ -48,7 +47,8 @@ __all__ = ["METRIC_ALLOWLIST", "run_dpaf"]
 #: Every key DPAF reports. Safe because: epoch/step counters and epsilon_spent
 #: are public (plan arithmetic); d_loss_noisy and the d_*_noisy scores are
 #: functions of DPAGG's released (noisy) aggregates and of parameters that are
-#: themselves DP releases; g_loss is computed on synthetic records only.
+#: themselves DP releases; g_loss is computed on synthetic records only. No wall
+#: time: it grows with the realised (secret) batch sizes.
 METRIC_ALLOWLIST = frozenset(
     {
         "phase",
@@ -59,7 +59,6 @@ METRIC_ALLOWLIST = frozenset(
         "d_real_prob_noisy",
         "d_fake_prob_noisy",
         "g_loss",
-        "seconds",
     }
 )
 
@@ -107,7 +106,7 @@ class _DPAFRun:
         mech = self.ctx.plan.mechanism(name)
         assert mech.sample_rate is not None  # DPAF's mechanisms are all subsampled
         return PoissonSampler(self.shard, sample_rate=mech.sample_rate,
-                              generator=self.ctx.generator("sample", name))
+                              generator=self.ctx.secret_generator("sample", name))
 
     def _fakes(
         self, count: int, gen: torch.Generator, *, balanced: bool = False
@@ -120,6 +119,20 @@ class _DPAFRun:
         labels = labels.to(self.device)
         z = torch.randn(count, self.arch.latent_dim, generator=gen).to(self.device)
         return self.G(z, labels), labels
+
+    def _fakes_like_a_release(
+        self, expected_local: float, gen: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A synthetic batch drawn like a real DPAGG batch: a Poisson number of
+        records with uniform labels (per-class Poisson counts), so that real and
+        synthetic aggregates have the same count noise and the same divisor."""
+        k = self.arch.num_classes
+        counts = torch.poisson(torch.full((k,), expected_local / k), generator=gen).long()
+        labels = torch.repeat_interleave(torch.arange(k), counts).to(self.device)
+        # G's BatchNorm needs two records: pad with label 0, keep what was drawn.
+        padded = torch.cat([labels, labels.new_zeros(max(0, 2 - len(labels)))])
+        z = torch.randn(len(padded), self.arch.latent_dim, generator=gen).to(self.device)
+        return self.G(z, padded)[: len(labels)], labels
 
     def _report(self, metrics: dict[str, float], checkpoint: bool) -> None:
         metrics["epsilon_spent"] = _spent(self.ctx.plan, self.steps)
@@ -143,7 +156,6 @@ class _DPAFRun:
         opt = torch.optim.Adam(params, lr=cfg.lr_classifier)
         sampler = self._sampler(CLASSIFIER)
         steps_per_epoch = max(1, math.ceil(1 / mech.sample_rate))
-        start = time.monotonic()
         for step in range(1, mech.num_steps + 1):
             images, labels = self._batch(sampler.sample())
             grads = classifier_record_grads(gsm, images, labels)
@@ -162,8 +174,7 @@ class _DPAFRun:
             self.steps[CLASSIFIER] = step
             if step % steps_per_epoch == 0 or step == mech.num_steps:
                 epoch = math.ceil(step / steps_per_epoch)
-                self._report({"phase": 1, "epoch": epoch, "step": step,
-                              "seconds": time.monotonic() - start}, checkpoint=False)
+                self._report({"phase": 1, "epoch": epoch, "step": step}, checkpoint=False)
                 self.ctx.log(f"[dpaf] classifier epoch {epoch}: step {step}/{mech.num_steps}")
         # Transfer: conv1 of D is C's conv1, frozen for phase 2.
         self.parts.conv1.load_state_dict(classifier.conv1.state_dict())
@@ -180,8 +191,8 @@ class _DPAFRun:
         # Divisors turning released sums into means: expected counts (public).
         real_divisor = agg.sample_rate * self.n / groups
         conv2_divisor = conv2.sample_rate * self.n / groups
+        # G's own synthetic batch: balanced labels, about the expected batch size.
         fakes_local = groups * max(1, math.ceil(agg.sample_rate * self.n / ctx.world_size / groups))
-        fake_divisor = fakes_local * ctx.world_size / groups
         agg_labels = torch.arange(groups, device=self.device) if by_class else None
         parts, G = self.parts, self.G
         conv2_gsm = GradSampleModule(parts.conv2, loss_reduction="sum")
@@ -209,15 +220,15 @@ class _DPAFRun:
                         generator=ctx.noise_generator, by_class=by_class)
             return out if by_class else out[None]
 
-        start = time.monotonic()
         conv2_step = 0
         conv2_gsm.disable_hooks()
         for it in range(1, agg.num_steps + 1):
             # 1. DPAGG on a real Poisson sample; same noise law on a synthetic batch.
             real_mean = release(*self._batch(agg_sampler.sample())) / real_divisor
             with torch.no_grad():
-                fake_images, fake_labels = self._fakes(fakes_local, fake_gen, balanced=by_class)
-            fake_mean = release(fake_images, fake_labels) / fake_divisor
+                fake_images, fake_labels = self._fakes_like_a_release(
+                    agg.sample_rate * self.n / ctx.world_size, fake_gen)
+            fake_mean = release(fake_images, fake_labels) / real_divisor
             self.steps[DPAGG] = it
             # 2. conv3*, FC*: post-processing of the two releases.
             real_logit = parts.head(real_mean, agg_labels)
@@ -256,7 +267,7 @@ class _DPAFRun:
                 with torch.no_grad():
                     h_fake = parts.conv1(fake_images)
                 v_fake_records = v_fake[fake_labels] if by_class else v_fake
-                fake_term = (sin(parts.conv2(h_fake, fake_labels)) * v_fake_records).sum() / fake_divisor
+                fake_term = (sin(parts.conv2(h_fake, fake_labels)) * v_fake_records).sum() / real_divisor
                 synthetic = list(torch.autograd.grad(fake_term, conv2_params))
                 all_reduce_sum_(synthetic)
                 for p, g_priv, g_syn in zip(conv2_params, private, synthetic, strict=True):
@@ -267,8 +278,8 @@ class _DPAFRun:
 
             # 4. G every n_critic iterations, on synthetic records only.
             if it % cfg.n_critic == 0:
-                g_loss = self._generator_loss(fakes_local, fake_gen, by_class, agg.noise_std,
-                                              fake_divisor, agg_labels)
+                g_loss = self._generator_loss(fakes_local, fake_gen, by_class,
+                                              agg.noise_std / real_divisor, agg_labels)
                 g_grads = list(torch.autograd.grad(g_loss, list(G.parameters())))
                 all_reduce_mean_(g_grads)
                 for p, g in zip(G.parameters(), g_grads, strict=True):
@@ -280,7 +291,7 @@ class _DPAFRun:
             if it % iters_per_epoch == 0 or it == agg.num_steps:
                 epoch = math.ceil(it / iters_per_epoch)
                 metrics = {k: sums[k] / counts[k] for k in sums}
-                metrics.update(phase=2, epoch=epoch, step=it, seconds=time.monotonic() - start)
+                metrics.update(phase=2, epoch=epoch, step=it)
                 sums.clear()
                 counts.clear()
                 self._report(metrics, checkpoint=True)
@@ -295,25 +306,24 @@ class _DPAFRun:
         count: int,
         gen: torch.Generator,
         by_class: bool,
-        noise_std: float,
-        fake_divisor: float,
+        mean_noise_std: float,
         agg_labels: torch.Tensor | None,
     ) -> torch.Tensor:
         images, labels = self._fakes(count, gen, balanced=by_class)
         if self.config.generator_loss == "d_hat":
             logits = self.parts.d_hat(images, labels, class_head=by_class)
             return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
-        # Through the head on the synthetic aggregate(s), with DPAGG's noise law on
-        # this worker's share of the mean.
+        # Through the head on this worker's synthetic mean aggregate(s), with the
+        # noise law of a released mean (DPAGG's noise std / expected count).
         feats = self.parts.features(images, labels)
         if by_class:
-            sums = torch.zeros(self.arch.num_classes, *feats.shape[1:], device=feats.device)
-            sums = sums.index_add(0, labels, feats)
+            groups = self.arch.num_classes
+            sums = torch.zeros(groups, *feats.shape[1:], device=feats.device).index_add(0, labels, feats)
+            means = sums / (count / groups)
         else:
-            sums = feats.sum(0, keepdim=True)
-        noise = gaussian_noise(sums.shape, std=noise_std / self.ctx.world_size, generator=gen)
-        scale = fake_divisor / self.ctx.world_size
-        logits = self.parts.head((sums + noise.to(sums)) / scale, agg_labels)
+            means = feats.mean(0, keepdim=True)
+        noise = gaussian_noise(means.shape, std=mean_noise_std, generator=gen).to(means)
+        logits = self.parts.head(means + noise, agg_labels)
         return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
 
     def _loss_direction(
