@@ -15,7 +15,7 @@ INFO = DataInfo(num_records=200, image_size=16, channels=1, num_classes=10)
 
 def _context(public_seed: int, dp_seed: int) -> WorkerContext:
     method = get_method("dpaf")
-    config = method.make_config({"seed": public_seed, "base_width": 4, "epochs": 2, "mu": 1, "classifier_epochs": 1}, INFO)
+    config = method.make_config({"seed": public_seed, "base_width": 4, "epochs": 2, "batch_size": 32, "classifier_epochs": 1}, INFO)
     plan = method.plan(config, epsilon=5.0, delta=1e-5, data=INFO)
     data = ImageDataset(images=np.zeros((200, 1, 16, 16), np.float32), labels=np.arange(200) % 10,
                         num_classes=10, name="zeros")

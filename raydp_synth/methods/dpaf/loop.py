@@ -277,7 +277,7 @@ class _DPAFRun:
                 self.steps[CONV2] = conv2_step
 
             # 4. G every n_critic iterations, on synthetic records only.
-            if it % cfg.n_critic == 0:
+            for _ in range(cfg.g_steps if it % cfg.n_critic == 0 else 0):
                 g_loss = self._generator_loss(fakes_local, fake_gen, by_class,
                                               agg.noise_std / real_divisor, agg_labels)
                 g_grads = list(torch.autograd.grad(g_loss, list(G.parameters())))
