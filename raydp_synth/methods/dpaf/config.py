@@ -37,7 +37,8 @@ class DPAFConfig:
         classifier_batch_size: expected batch size of phase 1.
         budget_split: relative budget weights (classifier, conv2*, DPAGG), e.g.
             the paper's canonical (0.01, 0.98, 0.01) for epsilon 10.
-        lr_classifier, lr_d, lr_g: Adam learning rates (C; conv2*/conv3*/FC*; G).
+        lr_classifier, lr_d, lr_g: Adam learning rates (C; conv3*/FC*; G).
+        lr_conv2: Adam learning rate of conv2*'s DP-SGD steps (default: lr_d).
         clip_classifier: per-record clip norm of phase 1's DP-SGD.
         clip_conv2: per-record clip norm of conv2*'s DP-SGD.
         topk_fraction: fraction of each per-record gradient kept (by magnitude)
@@ -68,6 +69,7 @@ class DPAFConfig:
     lr_classifier: float = 1e-3
     lr_d: float = 1e-3
     lr_g: float = 5e-4
+    lr_conv2: float | None = None
     clip_classifier: float = 1.0
     clip_conv2: float = 1.0
     topk_fraction: float = 0.9
@@ -86,6 +88,8 @@ class DPAFConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"Expected {name}={value} > 0.")
+        if self.lr_conv2 is not None and not (math.isfinite(self.lr_conv2) and self.lr_conv2 > 0):
+            raise ConfigError(f"Expected lr_conv2={self.lr_conv2} > 0.")
         if not 0 < self.topk_fraction <= 1:
             raise ConfigError(f"Expected 0 < topk_fraction={self.topk_fraction} <= 1.")
         if self.aggregation not in ("batch", "class"):

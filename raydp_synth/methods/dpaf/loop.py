@@ -201,11 +201,12 @@ class _DPAFRun:
         head_params = list(parts.conv3.parameters()) + list(parts.fc.parameters())
         betas = (0.5, 0.999)
         opt_head = torch.optim.Adam(head_params, lr=cfg.lr_d, betas=betas)
-        opt_conv2 = torch.optim.Adam(conv2_params, lr=cfg.lr_d, betas=betas)
+        opt_conv2 = torch.optim.Adam(conv2_params, lr=cfg.lr_conv2 or cfg.lr_d, betas=betas)
         opt_g = torch.optim.Adam(G.parameters(), lr=cfg.lr_g, betas=betas)
         agg_sampler, conv2_sampler = self._sampler(DPAGG), self._sampler(CONV2)
         fake_gen = ctx.generator("fakes")
         iters_per_epoch = max(1, math.ceil(1 / agg.sample_rate))
+        checkpoint_every = max(1, math.ceil(agg.num_steps / iters_per_epoch / 10))
         ones = torch.ones(groups, device=self.device)
         zeros = torch.zeros(groups, device=self.device)
         sums: dict[str, float] = {}
@@ -294,7 +295,8 @@ class _DPAFRun:
                 metrics.update(phase=2, epoch=epoch, step=it)
                 sums.clear()
                 counts.clear()
-                self._report(metrics, checkpoint=True)
+                # Metrics every epoch; a checkpoint about ten times a run, and at the end.
+                self._report(metrics, checkpoint=epoch % checkpoint_every == 0 or it == agg.num_steps)
                 self.ctx.log(
                     f"[dpaf] GAN epoch {epoch}/{math.ceil(agg.num_steps / iters_per_epoch)}: "
                     + ", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())
