@@ -9,7 +9,9 @@ Measured in one process, same model, batch and thread count:
   iterations (mu DPAGG + head steps and one conv2* step), DP against non-private
   (no per-record gradients, no clipping, no noise).
 
-Usage: python bench/dpaf_dp_overhead.py [--repeats 20] [--threads 1] [--out bench/results/dpaf_dp_overhead.json]
+Usage: python bench/dpaf_dp_overhead.py [--repeats 20] [--threads 1] [--base-width W]
+       [--batch-size B] [--mu MU] [--out bench/results/dpaf_dp_overhead.json]
+(defaults: DPAF's default config; the paper-like width: --base-width 32 --batch-size 32 --mu 8)
 """
 
 from __future__ import annotations
@@ -47,12 +49,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--image-size", type=int, default=16)
+    parser.add_argument("--base-width", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--mu", type=int, default=None)
     parser.add_argument("--out", type=Path, default=Path("bench/results/dpaf_dp_overhead.json"))
     args = parser.parse_args()
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    cfg = DPAFConfig(image_size=args.image_size)
+    overrides = {k: v for k, v in {"base_width": args.base_width, "batch_size": args.batch_size,
+                                   "mu": args.mu}.items() if v is not None}
+    cfg = DPAFConfig(image_size=args.image_size, **overrides)
     arch = cfg.architecture(channels=1, num_classes=10)
     parts = DiscriminatorParts(arch)
     for p in parts.conv1.parameters():
