@@ -93,3 +93,13 @@ def test_batch_larger_than_dataset_is_refused() -> None:
 def test_bad_configs(values: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         DPAF.make_config(values, DIGITS)
+
+
+def test_generator_width_costs_no_privacy() -> None:
+    narrow = DPAF.make_config(SMALL, DIGITS)
+    wide = DPAF.make_config({**SMALL, "g_base_width": 32}, DIGITS)
+    plan_narrow = DPAF.plan(narrow, epsilon=5.0, delta=1e-5, data=DIGITS)
+    plan_wide = DPAF.plan(wide, epsilon=5.0, delta=1e-5, data=DIGITS)
+    assert plan_narrow.mechanisms == plan_wide.mechanisms
+    g_narrow, g_wide = DPAF.build_generator(narrow, DIGITS), DPAF.build_generator(wide, DIGITS)
+    assert sum(p.numel() for p in g_wide.parameters()) > 4 * sum(p.numel() for p in g_narrow.parameters())

@@ -24,7 +24,10 @@ class DPAFConfig:
     Attributes:
         image_size: side of the images the networks are built for (power of two).
         layer_split: ``Cx1-Cx2-Cx3``, conv layers of conv1 | conv2* | conv3*.
-        base_width: channels of the first conv layer (doubling per layer).
+        base_width: channels of D's first conv layer (doubling per layer); it sets
+            m and so DPAGG's sensitivity sqrt(m)*p.
+        g_base_width: G's base width (G mirrors D; None: base_width). G only sees
+            synthetic data, so its capacity costs no privacy.
         latent_dim: dimension of G's Gaussian latent vector (paper: 100).
         batch_size: expected DPAGG batch size B; DPAGG samples at rate q3 = B / n.
         mu: asymmetry multiplier; conv2* takes a DP-SGD step every mu iterations
@@ -57,6 +60,7 @@ class DPAFConfig:
     image_size: int
     layer_split: str = "C2-C1-x"
     base_width: int = 4
+    g_base_width: int | None = None
     latent_dim: int = 100
     batch_size: int = 512
     mu: int = 1
@@ -88,6 +92,8 @@ class DPAFConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"Expected {name}={value} > 0.")
+        if self.g_base_width is not None and self.g_base_width < 1:
+            raise ConfigError(f"Expected g_base_width={self.g_base_width} >= 1.")
         if self.lr_conv2 is not None and not (math.isfinite(self.lr_conv2) and self.lr_conv2 > 0):
             raise ConfigError(f"Expected lr_conv2={self.lr_conv2} > 0.")
         if not 0 < self.topk_fraction <= 1:
@@ -114,4 +120,5 @@ class DPAFConfig:
             split=LayerSplit.parse(self.layer_split),
             base_width=self.base_width,
             latent_dim=self.latent_dim,
+            generator_width=self.g_base_width,
         )

@@ -104,6 +104,7 @@ class Architecture:
     base_width: int
     latent_dim: int
     fc_hidden: int = 128
+    generator_width: int | None = None
 
     def __post_init__(self) -> None:
         max_layers = int(math.log2(self.image_size)) - 1
@@ -120,7 +121,12 @@ class Architecture:
             raise ConfigError("base_width and latent_dim must be >= 1")
 
     def width(self, layer: int) -> int:
+        """Channels of D's conv layer ``layer``."""
         return min(self.base_width * 2**layer, _MAX_WIDTH)
+
+    def g_width(self, layer: int) -> int:
+        """Channels of G's layer mirroring D's ``layer`` (G's width costs no privacy)."""
+        return min((self.generator_width or self.base_width) * 2**layer, _MAX_WIDTH)
 
     def resolution_after(self, layers: int) -> int:
         return self.image_size // 2**layers
@@ -244,7 +250,7 @@ class Generator(nn.Module):
         self.arch = arch
         n = arch.split.total
         self.start = arch.resolution_after(n)
-        self.start_channels = arch.width(n - 1)
+        self.start_channels = arch.g_width(n - 1)
         self.fc = nn.Sequential(
             nn.Linear(arch.latent_dim + arch.num_classes, self.start_channels * self.start**2),
             nn.BatchNorm1d(self.start_channels * self.start**2),
@@ -253,11 +259,11 @@ class Generator(nn.Module):
         layers: list[nn.Module] = []
         for k in range(n - 1, 0, -1):
             layers += [
-                nn.ConvTranspose2d(arch.width(k), arch.width(k - 1), 4, 2, 1),
-                nn.BatchNorm2d(arch.width(k - 1)),
+                nn.ConvTranspose2d(arch.g_width(k), arch.g_width(k - 1), 4, 2, 1),
+                nn.BatchNorm2d(arch.g_width(k - 1)),
                 nn.ReLU(),
             ]
-        layers += [nn.ConvTranspose2d(arch.width(0), arch.channels, 4, 2, 1), nn.Tanh()]
+        layers += [nn.ConvTranspose2d(arch.g_width(0), arch.channels, 4, 2, 1), nn.Tanh()]
         self.body = nn.Sequential(*layers)
 
     def forward(self, z: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
