@@ -82,9 +82,13 @@ class RunResult:
     metrics: list[dict[str, float]]
 
 
-def _prepare_out(out: Path) -> None:
-    if out.exists() and any(out.iterdir()):
+def _check_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out} already exists and is not empty; choose a new directory")
+
+
+def _prepare_out(out: Path) -> None:
+    _check_out(out)
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(out, 0o700)  # curator-only (design.md 8)
 
@@ -108,9 +112,13 @@ def run_training(request: TrainRequest) -> RunResult:
 def _run_training(request: TrainRequest) -> RunResult:
     method = get_method(request.method)
     image_size = request.settings.get("image_size")
-    splits = load_dataset(
-        request.dataset, image_size=int(image_size) if image_size else None, seed=request.seed
-    )
+    try:
+        size = int(image_size) if image_size not in (None, "", "auto") else None
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"image_size={image_size!r} is not an integer; use e.g. --set image_size=32"
+        ) from None
+    splits = load_dataset(request.dataset, image_size=size, seed=request.seed)
     train = splits.train
     data = DataInfo(
         num_records=len(train),
@@ -121,6 +129,19 @@ def _run_training(request: TrainRequest) -> RunResult:
     validate_delta(request.delta, dataset_size=data.num_records)
     config = method.make_config({**request.settings, "seed": request.settings.get("seed", request.seed)}, data)
     plan = method.plan(config, epsilon=request.epsilon, delta=request.delta, data=data)
+    _check_out(request.out.resolve())  # before starting Ray: cheap checks first
+    from raydp_synth.train.ray_session import ensure_ray
+
+    total_cpus = ensure_ray()
+    import ray
+
+    gpus = ray.cluster_resources().get("GPU", 0)
+    if request.use_gpu and gpus < request.workers and not os.environ.get("RAY_ADDRESS"):
+        # A local Ray cannot grow: without this check the run would wait forever.
+        raise ConfigError(
+            f"--use-gpu asks for {request.workers} GPU(s) but this machine's Ray has {gpus:g}; "
+            "drop --use-gpu, use fewer --workers, or submit to a GPU cluster"
+        )
     out = request.out.resolve()
     _prepare_out(out)
     print(f"[raydp_synth] {method.name} on {request.dataset}: n={data.num_records}, "
@@ -136,10 +157,6 @@ def _run_training(request: TrainRequest) -> RunResult:
         "data_info": data.__dict__, "plan": plan.to_dict(),
     }, indent=2))
 
-    from raydp_synth.train.ray_session import ensure_ray
-
-    total_cpus = ensure_ray()
-    import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 

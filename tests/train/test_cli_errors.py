@@ -33,6 +33,9 @@ def _fails(argv: list[str], capsys) -> str:
     (["dpaf", "--set", "layer_split=C2-C2-C1"], "at most 3"),
     (["dpaf", "--set", "batch_size=99999"], "batch_size"),
     (["dpaf", "--workers", "0"], "--workers"),
+    (["dpaf", "--set", "image_size=abc"], "image_size"),
+    (["dpaf", "--set", "image_size=20"], "power of two"),
+    (["dpaf", "--set", "image_size=8"], "at most 2"),
     (["dpaf", "--dataset", "webdataset:foo"], "digits"),
 ])
 def test_user_errors(argv: list[str], needle: str, capsys, tmp_path: Path) -> None:
@@ -79,3 +82,11 @@ def test_no_traceback_from_the_real_entry_point(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error: --epsilon 0")
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.ray
+def test_use_gpu_without_gpus_is_refused(ray_local, capsys, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    err = _fails(["dpaf", "--use-gpu", "--set", "epochs=1", "--out", str(tmp_path / "run")], capsys)
+    assert "--use-gpu" in err
+    assert not (tmp_path / "run").exists()
