@@ -10,7 +10,8 @@ source of truth.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import dp_accounting as dpa
@@ -92,6 +93,12 @@ class PrivacyPlan:
     def epsilon(self) -> float:
         """The plan's epsilon at ``delta``, computed by dp-accounting."""
         return epsilon_of(self.event(), delta=self.delta)
+
+    def spent_epsilon(self, steps: Mapping[str, int]) -> float:
+        """Epsilon of the releases made so far: ``steps[name]`` of each mechanism."""
+        done = [replace(m, num_steps=steps.get(m.name, 0)) for m in self.mechanisms]
+        events = [m.event() for m in done if m.num_steps > 0]
+        return epsilon_of(dpa.ComposedDpEvent(events), delta=self.delta) if events else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {

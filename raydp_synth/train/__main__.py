@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -37,7 +36,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    os.umask(0o077)  # every file of the run is owner-only (design.md 8)
     from raydp_synth.train.driver import TrainRequest, run_training
 
     out = args.out or Path("runs") / f"{args.method}-{time.strftime('%Y%m%d-%H%M%S')}"

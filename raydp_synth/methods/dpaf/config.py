@@ -54,7 +54,8 @@ class DPAFConfig:
             aggregation, per synthetic record) or ``"aggregate"`` (G's BCE through
             the head on the synthetic batch's aggregate, with DPAGG's noise law).
             Both see synthetic records only.
-        seed: seed of initialisation, Poisson sampling and latent draws.
+        seed: public seed of initialisation and synthetic draws (Poisson sampling
+            and noise use the run's secret seed, never this one).
     """
 
     image_size: int

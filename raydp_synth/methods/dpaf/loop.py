@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
 
 import torch
 from opacus import GradSampleModule
@@ -31,13 +30,12 @@ from raydp_synth.methods.dpaf.mechanisms import (
     classifier_record_grads,
     conv2_record_grads,
     dpagg,
+    feature_sum,
 )
 from raydp_synth.methods.dpaf.networks import Classifier, DiscriminatorParts, Generator, sin
 from raydp_synth.methods.dpaf.plan import CLASSIFIER, CONV2, DPAGG
-from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.dp_sgd import private_gradient
 from raydp_synth.privacy.noise import gaussian_noise
-from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
 from raydp_synth.train.context import WorkerContext
 from raydp_synth.train.distributed import all_reduce_mean_, all_reduce_sum_
@@ -61,24 +59,6 @@ METRIC_ALLOWLIST = frozenset(
         "g_loss",
     }
 )
-
-
-def _spent(plan: PrivacyPlan, steps: dict[str, int]) -> float:
-    """Epsilon of the mechanisms' releases made so far (public arithmetic)."""
-    import dp_accounting as dpa
-
-    from raydp_synth.privacy.events import subsampled_gaussian_event
-
-    events = [
-        subsampled_gaussian_event(
-            noise_multiplier=m.noise_multiplier, sample_rate=m.sample_rate, num_steps=steps[m.name]
-        )
-        for m in plan.mechanisms
-        if steps.get(m.name, 0) > 0
-    ]
-    if not events:
-        return 0.0
-    return epsilon_of(dpa.ComposedDpEvent(events), delta=plan.delta)
 
 
 class _DPAFRun:
@@ -108,6 +88,10 @@ class _DPAFRun:
         return PoissonSampler(self.shard, sample_rate=mech.sample_rate,
                               generator=self.ctx.secret_generator("sample", name))
 
+    def _generate(self, labels: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        z = torch.randn(len(labels), self.arch.latent_dim, generator=gen).to(self.device)
+        return self.G(z, labels.to(self.device))
+
     def _fakes(
         self, count: int, gen: torch.Generator, *, balanced: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,8 +101,7 @@ class _DPAFRun:
         else:
             labels = torch.randint(self.arch.num_classes, (count,), generator=gen)
         labels = labels.to(self.device)
-        z = torch.randn(count, self.arch.latent_dim, generator=gen).to(self.device)
-        return self.G(z, labels), labels
+        return self._generate(labels, gen), labels
 
     def _fakes_like_a_release(
         self, expected_local: float, gen: torch.Generator
@@ -131,11 +114,10 @@ class _DPAFRun:
         labels = torch.repeat_interleave(torch.arange(k), counts).to(self.device)
         # G's BatchNorm needs two records: pad with label 0, keep what was drawn.
         padded = torch.cat([labels, labels.new_zeros(max(0, 2 - len(labels)))])
-        z = torch.randn(len(padded), self.arch.latent_dim, generator=gen).to(self.device)
-        return self.G(z, padded)[: len(labels)], labels
+        return self._generate(padded, gen)[: len(labels)], labels
 
     def _report(self, metrics: dict[str, float], checkpoint: bool) -> None:
-        metrics["epsilon_spent"] = _spent(self.ctx.plan, self.steps)
+        metrics["epsilon_spent"] = self.ctx.plan.spent_epsilon(self.steps)
         state = None
         if checkpoint and self.ctx.rank == 0:
             state = {
@@ -317,13 +299,8 @@ class _DPAFRun:
             return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
         # Through the head on this worker's synthetic mean aggregate(s), with the
         # noise law of a released mean (DPAGG's noise std / expected count).
-        feats = self.parts.features(images, labels)
-        if by_class:
-            groups = self.arch.num_classes
-            sums = torch.zeros(groups, *feats.shape[1:], device=feats.device).index_add(0, labels, feats)
-            means = sums / (count / groups)
-        else:
-            means = feats.mean(0, keepdim=True)
+        sums = feature_sum(self.parts, images, labels, by_class=by_class)
+        means = sums / (count / self.arch.num_classes) if by_class else sums[None] / count
         noise = gaussian_noise(means.shape, std=mean_noise_std, generator=gen).to(means)
         logits = self.parts.head(means + noise, agg_labels)
         return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
@@ -338,11 +315,10 @@ class _DPAFRun:
         return direction.detach()
 
 
-def run_dpaf(ctx: WorkerContext) -> dict[str, Any]:
-    """Train DPAF on this worker; returns the final state (rank 0 checkpoints it)."""
+def run_dpaf(ctx: WorkerContext) -> None:
+    """Train DPAF on this worker (rank 0 checkpoints the state as it goes)."""
     # Opacus' hooks fire on conv2* even where its input needs no gradient: expected.
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     run = _DPAFRun(ctx)
     run.classifier_phase()
     run.gan_phase()
-    return {"generator": run.G.state_dict()}

@@ -270,15 +270,3 @@ class Generator(nn.Module):
         onehot = F.one_hot(labels, self.arch.num_classes).to(z)
         h = self.fc(torch.cat([z, onehot], dim=1))
         return self.body(h.view(-1, self.start_channels, self.start, self.start))
-
-    def sample(
-        self, labels: torch.Tensor, *, generator: torch.Generator | None = None
-    ) -> torch.Tensor:
-        """Images for the given labels (eval mode, no grad)."""
-        was_training = self.training
-        self.eval()
-        with torch.no_grad():
-            z = torch.randn(len(labels), self.arch.latent_dim, generator=generator)
-            out = self(z.to(labels.device), labels)
-        self.train(was_training)
-        return out
