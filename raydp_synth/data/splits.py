@@ -1,14 +1,34 @@
-"""Deterministic train/validation/test splitting of decoded images.
+"""Deterministic, per-record train/validation/test splitting of decoded images.
 
-The split is a seeded random permutation (``numpy.random.default_rng(seed)``):
-the first ``round(N * test_fraction)`` permuted images are the test split, the
-next ``round(N * val_fraction)`` the validation split and the rest the training
-split. If the source has its own test split (IDX ``t10k`` files) it is used as
-is and only the validation split is carved from the training images. Every
-split is then resized and scaled to ``[-1, 1]``.
+Every record is assigned to a split by a keyed hash of the record alone: the
+raw ``uint8`` image bytes and the label are hashed with BLAKE2b under a key
+derived from the public ``seed``, and the 64-bit digest gives a number ``u`` in
+``[0, 1)``. Without a predefined test split a record goes to the test split if
+``u < test_fraction``, to the validation split if
+``u < test_fraction + val_fraction`` and to the training split otherwise. If
+the source has its own test split (IDX ``t10k`` files) it is used as is, and a
+record of the training files goes to the validation split if
+``u < val_fraction`` and to the training split otherwise. Inside each split the
+records keep their original order. Every split is then resized and scaled to
+``[-1, 1]``.
+
+Privacy: the DP guarantee is for the whole dataset ``D`` under add/remove-one
+record. Because a record's split depends only on that record and the public
+seed, for neighbouring datasets ``D`` and ``D' = D + {x}`` every record other
+than ``x`` lands in the same split in both, so the training splits (and the
+validation splits) of ``D`` and ``D'`` are neighbouring or equal, and a
+mechanism that is DP on a split is DP with respect to ``D``. (A seeded
+permutation of the record indices would not do: adding one record reshuffles
+it and moves hundreds of records between splits.) The price is that split
+sizes are Binomial rather than fixed; they are treated as public, as the
+sampling rate ``q = B / n`` of DP-SGD already does. Identical duplicate
+records land in the same split, which is fine: a neighbour differs in one
+record.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 
@@ -17,6 +37,8 @@ from raydp_synth.data.transforms import check_image_size, resize_uint8, to_unit_
 from raydp_synth.errors import DataError
 
 __all__ = ["split_dataset"]
+
+_HASH_PERSON = b"raydp-split-v1"
 
 
 def _check_fraction(value: object, *, what: str) -> float:
@@ -40,29 +62,60 @@ def _check_fraction(value: object, *, what: str) -> float:
     return fraction
 
 
-def _split_size(total: int, fraction: float, *, split: str, what: str, source: str) -> int:
-    """Return ``round(total * fraction)``, refusing an empty split.
+def _record_uniforms(images: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
+    """Map every record to a number in ``[0, 1)`` that depends on it alone.
+
+    ``u_i`` is the keyed BLAKE2b hash (64-bit digest) of record ``i``'s raw
+    ``uint8`` image bytes followed by its label as a little-endian ``int64``,
+    under a key derived from ``seed``. It does not depend on any other record
+    or on the record's position.
 
     Args:
-        total: Number of images being split.
-        fraction: Fraction of them for this split.
+        images: ``uint8 [N, C, H, W]`` images (before resizing).
+        labels: ``int64 [N]`` labels.
+        seed: The public, non-negative split seed.
+
+    Returns:
+        ``float64 [N]`` values in ``[0, 1)``.
+    """
+    key = hashlib.blake2b(
+        str(int(seed)).encode("ascii"), digest_size=32, person=_HASH_PERSON
+    ).digest()
+    base = hashlib.blake2b(key=key, digest_size=8, person=_HASH_PERSON)
+    count = int(images.shape[0])
+    rows = np.ascontiguousarray(images, dtype=np.uint8).reshape(count, -1)
+    label_bytes = np.ascontiguousarray(labels, dtype="<i8")
+    digests = bytearray()
+    for row, label in zip(rows, label_bytes, strict=True):
+        h = base.copy()
+        h.update(row.data)
+        h.update(label.tobytes())
+        digests += h.digest()
+    values = np.frombuffer(bytes(digests), dtype=">u8").astype(np.uint64)
+    # Top 53 bits -> exact doubles in [0, 1).
+    return (values >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def _check_not_empty(
+    mask: np.ndarray, fraction: float, *, split: str, what: str, source: str
+) -> None:
+    """Refuse an empty split.
+
+    Args:
+        mask: Boolean membership of every record in the split.
+        fraction: Probability of a record landing in the split.
         split: The split's name (``"val"`` or ``"test"``).
         what: The fraction parameter's name.
         source: Names the dataset in error messages.
 
-    Returns:
-        The split's size (at least 1).
-
     Raises:
-        DataError: If the split would be empty.
+        DataError: If no record landed in the split.
     """
-    size = int(round(total * fraction))
-    if size < 1:
+    if not mask.any():
         raise DataError(
-            f"{source}: {split} split would be empty ({total} images x {what}={fraction}); "
-            f"add more images or raise {what}"
+            f"{source}: {split} split would be empty ({mask.size} images, each in it with "
+            f"probability {what}={fraction}); add more images or raise {what}"
         )
-    return size
 
 
 def _make_split(
@@ -108,13 +161,23 @@ def split_dataset(
 ) -> DatasetSplits:
     """Split decoded images into resized train/validation/test datasets.
 
+    Each record's split is a function of that record (its raw image bytes and
+    label) and the public ``seed`` only, via a keyed hash ``u`` in ``[0, 1)``
+    (see the module docstring). So for neighbouring datasets (one record added
+    or removed) every other record keeps its split and the splits are
+    neighbouring or equal, which is what lets DP on the training split (DP-SGD)
+    and on the validation split (selection) imply DP for the whole dataset.
+    Split sizes are Binomial, not fixed, and are treated as public. Records
+    keep their original order inside each split; identical duplicate records
+    land in the same split.
+
     Args:
         raw: The decoded images.
         image_size: Side length every split is resized to.
-        seed: Seed of the permutation; equal seeds give equal splits.
-        val_fraction: Fraction of the (non-test) images used for validation.
-        test_fraction: Fraction of the images used for testing; ignored when
-            ``raw.predefined_test`` is set.
+        seed: Public seed of the hash key; equal seeds give equal splits.
+        val_fraction: Probability that a record goes to the validation split.
+        test_fraction: Probability that a record goes to the test split;
+            ignored when ``raw.predefined_test`` is set.
         public: Whether the user declared the dataset public.
         name: Dataset name given to every split (e.g. the spec string).
 
@@ -123,8 +186,8 @@ def split_dataset(
 
     Raises:
         DataError: If the dataset is empty, a fraction or the image size is
-            invalid, any split would be empty, or a class has no training
-            samples.
+            invalid, the fractions leave nothing for training, any split is
+            empty, or a class has no training samples.
     """
     source = raw.source
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -133,26 +196,33 @@ def split_dataset(
     if len(raw) == 0:
         raise DataError(f"{source}: dataset is empty; add images before splitting")
     val_frac = _check_fraction(val_fraction, what="val_fraction")
-    rng = np.random.default_rng(int(seed))
     total = len(raw)
-    order = rng.permutation(total)
 
     if raw.predefined_test is not None:
         test_images, test_labels = raw.predefined_test
         if test_images.shape[0] == 0:
             raise DataError(f"{source}: predefined test split is empty; add test images or drop it")
-        n_val = _split_size(total, val_frac, split="val", what="val_fraction", source=source)
-        val_idx, train_idx = order[:n_val], order[n_val:]
+        u = _record_uniforms(raw.images, raw.labels, int(seed))
+        val_mask = u < val_frac
+        train_mask = ~val_mask
+        _check_not_empty(val_mask, val_frac, split="val", what="val_fraction", source=source)
     else:
         test_frac = _check_fraction(test_fraction, what="test_fraction")
-        n_test = _split_size(total, test_frac, split="test", what="test_fraction", source=source)
-        n_val = _split_size(total, val_frac, split="val", what="val_fraction", source=source)
-        test_idx, val_idx, train_idx = (
-            order[:n_test],
-            order[n_test : n_test + n_val],
-            order[n_test + n_val :],
-        )
+        if test_frac + val_frac >= 1.0:
+            raise DataError(
+                f"{source}: train split would be empty (val_fraction + test_fraction = "
+                f"{val_frac + test_frac:g} >= 1); lower val_fraction/test_fraction"
+            )
+        u = _record_uniforms(raw.images, raw.labels, int(seed))
+        test_mask = u < test_frac
+        val_mask = ~test_mask & (u < test_frac + val_frac)
+        train_mask = ~(test_mask | val_mask)
+        _check_not_empty(test_mask, test_frac, split="test", what="test_fraction", source=source)
+        _check_not_empty(val_mask, val_frac, split="val", what="val_fraction", source=source)
+        test_idx = np.flatnonzero(test_mask)
         test_images, test_labels = raw.images[test_idx], raw.labels[test_idx]
+    val_idx = np.flatnonzero(val_mask)
+    train_idx = np.flatnonzero(train_mask)
     if train_idx.size == 0:
         raise DataError(
             f"{source}: train split would be empty ({total} images); add more images or "

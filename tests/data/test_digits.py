@@ -43,7 +43,9 @@ def test_load_dataset_digits_defaults() -> None:
     splits = load_dataset("digits")
     parts = (splits.train, splits.val, splits.test)
     assert sum(len(p) for p in parts) == N_DIGITS
-    assert [len(p) for p in parts] == [1437, 180, 180]
+    # Per-record hashed split: sizes are Binomial(1797, 0.1) for val and test;
+    # the exact values pin the seed-0 assignment so a change to it is noticed.
+    assert [len(p) for p in parts] == [1442, 165, 190]
     for part in parts:
         assert part.image_shape == (1, 16, 16)
         assert part.images.dtype == np.float32

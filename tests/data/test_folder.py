@@ -82,12 +82,13 @@ def test_jpeg_and_grayscale_palette(tmp_path: Path) -> None:
 
 def test_load_dataset_from_folder(tmp_path: Path) -> None:
     for cls in ("a", "b"):
-        for i in range(10):
+        for i in range(30):
             write_png(tmp_path / cls / f"{i:02d}.png", _rgb(i, (20, 20)))
     splits = load_dataset(f"folder:{tmp_path}", seed=1)
     assert splits.class_names == ("a", "b")
     assert splits.train.image_shape == (3, 32, 32)
-    assert [len(splits.train), len(splits.val), len(splits.test)] == [16, 2, 2]
+    sizes = [len(splits.train), len(splits.val), len(splits.test)]
+    assert sum(sizes) == 60 and min(sizes) >= 1  # val/test sizes are Binomial(60, 0.1)
 
 
 def test_missing_directory(tmp_path: Path) -> None:
