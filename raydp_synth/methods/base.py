@@ -4,8 +4,10 @@ A method is a plug-in: the rest of raydp_synth (training CLI, Ray Train driver,
 tuner, accountant) only talks to this interface. A method knows
 
 * its typed configuration and its defaults (:meth:`Method.make_config`);
-* how to turn a configuration and a budget into a privacy plan, from public
-  quantities only (:meth:`Method.plan`);
+* its schedule of noised mechanisms (sample rates, steps, sensitivities, budget
+  weights), from public quantities only (:meth:`Method.schedule`); the base
+  class calibrates it, with the run's private selection score, into the
+  privacy plan (:meth:`Method.plan`);
 * how to run its DP loop on one Ray Train worker (:meth:`Method.train`), reporting
   only the metric keys on its :attr:`Method.metric_allowlist`;
 * how to rebuild its generator from a checkpoint (:meth:`Method.build_generator`);
@@ -33,7 +35,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.privacy.plan import PrivacyPlan
+from raydp_synth.evaluation.selection import with_score_mechanism
+from raydp_synth.privacy.calibration import MechanismSpec, calibrate_plan
+from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 
 if TYPE_CHECKING:
     from raydp_synth.train.context import WorkerContext
@@ -88,8 +92,43 @@ class Method(ABC):
         """A validated config from user values (``--set``, search space) and defaults."""
 
     @abstractmethod
-    def plan(self, config: Any, *, epsilon: float, delta: float, data: DataInfo) -> PrivacyPlan:
-        """The calibrated privacy plan of one run; reads no sensitive data."""
+    def schedule(self, config: Any, data: DataInfo) -> list[MechanismSpec]:
+        """Every noised mechanism of one training run, noise still to calibrate."""
+
+    def plan(
+        self,
+        config: Any,
+        *,
+        epsilon: float,
+        delta: float,
+        data: DataInfo,
+        score_share: float = 0.0,
+    ) -> PrivacyPlan:
+        """The calibrated privacy plan of one run; reads no sensitive data.
+
+        Args:
+            score_share: fraction of the budget for the private selection score
+                (a ``Gaussian(sigma_score)`` release, accounting.md "The selection
+                score"); 0 when the run scores on public data or not at all.
+        """
+        specs = with_score_mechanism(self.schedule(config, data), score_share)
+        return calibrate_plan(specs, epsilon=epsilon, delta=delta)
+
+    def non_private_plan(
+        self, config: Any, *, delta: float, data: DataInfo, score: bool = True
+    ) -> PrivacyPlan:
+        """The same schedule with no noise: the non-private reference of this
+        model (epsilon = inf), to measure what privacy costs. Never released."""
+        specs = with_score_mechanism(self.schedule(config, data), 0.5 if score else 0.0)
+        return PrivacyPlan(
+            mechanisms=tuple(
+                Mechanism(name=s.name, noise_multiplier=0.0, sample_rate=s.sample_rate,
+                          num_steps=s.num_steps, sensitivity=s.sensitivity)
+                for s in specs
+            ),
+            delta=delta,
+            target_epsilon=float("inf"),
+        )
 
     @abstractmethod
     def train(self, ctx: WorkerContext) -> None:
@@ -98,6 +137,16 @@ class Method(ABC):
     @abstractmethod
     def build_generator(self, config: Any, data: DataInfo) -> torch.nn.Module:
         """An untrained generator of the right shape (``load_state_dict`` follows)."""
+
+    def sample(
+        self, generator: torch.nn.Module, config: Any, labels: torch.Tensor, *, rng: torch.Generator
+    ) -> torch.Tensor:
+        """Images for ``labels`` from a conditional generator ``G(z, labels)``, with
+        latents ``z ~ N(0, I_latent_dim)`` drawn from ``rng``. Methods whose
+        generator samples otherwise (diffusion) override this."""
+        z = torch.randn(len(labels), config.latent_dim, generator=rng)
+        with torch.no_grad():
+            return generator(z, labels)
 
     @abstractmethod
     def pre_noise_releases(

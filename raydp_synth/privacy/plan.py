@@ -29,7 +29,9 @@ class Mechanism:
 
     Attributes:
         name: what it releases (e.g. ``"dpagg"``); unique within a plan.
-        noise_multiplier: noise standard deviation / L2 sensitivity (sigma).
+        noise_multiplier: noise standard deviation / L2 sensitivity (sigma). Zero
+            only in a non-private reference run (:meth:`PrivacyPlan.without_noise`):
+            the mechanism's event is then ``NonPrivateDpEvent`` and epsilon is inf.
         sample_rate: Poisson sampling rate q of each release, None for one-shot
             releases over a whole split.
         num_steps: number of releases.
@@ -53,7 +55,13 @@ class Mechanism:
         """Standard deviation of the Gaussian noise added to each release's sum."""
         return self.noise_multiplier * self.sensitivity
 
+    @property
+    def private(self) -> bool:
+        return self.noise_multiplier > 0
+
     def event(self) -> dpa.DpEvent:
+        if self.noise_multiplier == 0:
+            return dpa.NonPrivateDpEvent() if self.num_steps > 0 else dpa.NoOpDpEvent()
         return subsampled_gaussian_event(
             noise_multiplier=self.noise_multiplier,
             sample_rate=self.sample_rate,
@@ -87,8 +95,27 @@ class PrivacyPlan:
                 return m
         raise KeyError(name)
 
+    @property
+    def private(self) -> bool:
+        """False for a non-private reference plan (some mechanism has no noise)."""
+        return all(m.private for m in self.mechanisms)
+
     def event(self) -> dpa.DpEvent:
         return dpa.ComposedDpEvent([m.event() for m in self.mechanisms])
+
+    def without(self, name: str) -> PrivacyPlan:
+        """This plan less one mechanism (same noise for the others)."""
+        self.mechanism(name)
+        return replace(self, mechanisms=tuple(m for m in self.mechanisms if m.name != name))
+
+    def without_noise(self) -> PrivacyPlan:
+        """The same schedule with no noise at all: a non-private reference run
+        (epsilon = inf), for measuring what privacy costs. Never a release."""
+        return replace(
+            self,
+            mechanisms=tuple(replace(m, noise_multiplier=0.0) for m in self.mechanisms),
+            target_epsilon=math.inf,
+        )
 
     def epsilon(self) -> float:
         """The plan's epsilon at ``delta``, computed by dp-accounting."""
@@ -106,6 +133,7 @@ class PrivacyPlan:
             "delta": self.delta,
             "target_epsilon": self.target_epsilon,
             "event": event_to_json(self.event()),
+        "private": self.private,
         }
 
     @classmethod

@@ -1,5 +1,6 @@
 """The release bundle: what a curator may publish."""
 
 from raydp_synth.release.bundle import privacy_statement, sample_grid, write_release
+from raydp_synth.release.generator import TrainedGenerator
 
-__all__ = ["privacy_statement", "sample_grid", "write_release"]
+__all__ = ["TrainedGenerator", "privacy_statement", "sample_grid", "write_release"]

@@ -8,7 +8,6 @@ post-processing) and from public quantities: the plan and the class names.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from PIL import Image
 
 from raydp_synth.data import write_parquet
 from raydp_synth.privacy.plan import PrivacyPlan
+from raydp_synth.release.generator import GENERATOR_CONFIG, GENERATOR_WEIGHTS, TrainedGenerator
 
 __all__ = ["privacy_statement", "sample_grid", "write_release"]
 
@@ -40,47 +40,54 @@ def sample_grid(images: np.ndarray, *, rows: int, scale: int = 2, pad: int = 2) 
 
 
 def privacy_statement(plan: PrivacyPlan, *, scope: str, dataset: str) -> dict[str, Any]:
-    """The JSON privacy statement of a plan, epsilon computed by dp-accounting."""
-    return {
-        "epsilon": plan.epsilon(),
+    """The JSON privacy statement of a plan, epsilon computed by dp-accounting.
+
+    A non-private reference plan (no noise) gets ``epsilon: null`` and
+    ``private: false``: it is a measurement of what privacy costs, not a release.
+    """
+    statement: dict[str, Any] = {
+        "epsilon": plan.epsilon() if plan.private else None,
         "delta": plan.delta,
-        "target_epsilon": plan.target_epsilon,
+        "target_epsilon": plan.target_epsilon if plan.private else None,
+        "private": plan.private,
         "accountant": "dp_accounting.rdp.RdpAccountant (default orders)",
         "neighbouring_relation": "add or remove one record",
         "dataset": dataset,
         "scope": scope,
         "plan": plan.to_dict(),
     }
+    if not plan.private:
+        statement["warning"] = ("NOT PRIVATE: a non-private reference run (no noise); "
+                                "do not publish this generator")
+        statement["plan"]["target_epsilon"] = None
+    return statement
 
 
 def write_release(
     release_dir: Path,
     *,
-    generator: torch.nn.Module,
-    latent_dim: int,
-    num_classes: int,
-    class_names: Sequence[str],
-    generator_config: dict[str, Any],
+    generator: TrainedGenerator,
     statement: dict[str, Any],
     num_synthetic: int,
     seed: int,
     samples_per_class: int = 10,
 ) -> None:
-    """Write the bundle into ``release_dir`` (created if missing)."""
+    """Write the bundle into ``release_dir`` (created if missing).
+
+    Args:
+        generator: the trained generator (a DP release) and its public config.
+        statement: :func:`privacy_statement` of the run or study.
+        num_synthetic: size of ``synthetic.parquet`` (labels balanced).
+        seed: public seed of the latents.
+    """
     release_dir.mkdir(parents=True, exist_ok=True)
-    gen = torch.Generator().manual_seed(seed)
-    generator = generator.cpu().eval()
-
-    def sample(labels: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            z = torch.randn(len(labels), latent_dim, generator=gen)
-            return generator(z, labels)
-
-    grid_labels = torch.arange(num_classes).repeat_interleave(samples_per_class)
-    sample_grid(_to_uint8(sample(grid_labels)), rows=num_classes).save(release_dir / "samples.png")
-    labels = torch.arange(num_synthetic) % num_classes
-    chunks = [_to_uint8(sample(labels[i : i + 512])) for i in range(0, num_synthetic, 512)]
-    write_parquet(release_dir / "synthetic.parquet", np.concatenate(chunks), labels.numpy(), list(class_names))
-    torch.save(generator.state_dict(), release_dir / "generator.pt")
-    (release_dir / "generator.json").write_text(json.dumps(generator_config, indent=2))
+    k = generator.data.num_classes
+    grid_labels = torch.arange(k).repeat_interleave(samples_per_class)
+    grid = generator.sample(grid_labels, seed=seed)
+    sample_grid(_to_uint8(grid), rows=k).save(release_dir / "samples.png")
+    images, labels = generator.balanced(num_synthetic, seed=seed + 1)
+    write_parquet(release_dir / "synthetic.parquet", _to_uint8(torch.as_tensor(images)), labels,
+                  list(generator.class_names))
+    torch.save(generator.module.state_dict(), release_dir / GENERATOR_WEIGHTS)
+    (release_dir / GENERATOR_CONFIG).write_text(json.dumps(generator.descriptor(), indent=2))
     (release_dir / "privacy.json").write_text(json.dumps(statement, indent=2))

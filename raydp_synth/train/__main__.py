@@ -31,6 +31,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dp-seed", type=int, default=None,
                         help="seed of the DP randomness, Poisson sampling and noise (default: OS "
                         "entropy; set only to reproduce a run, and keep it secret)")
+    parser.add_argument("--score-share", type=float, default=None,
+                        help="fraction of the budget for the private selection score "
+                        "(default 0.05)")
+    parser.add_argument("--score-classifier", default=None, choices=("logreg", "mlp", "cnn"),
+                        help="classifier trained on synthetic data for the score (default logreg)")
+    parser.add_argument("--public-validation", default=None, metavar="DATASET",
+                        help="a dataset declared public to score on at no privacy cost "
+                        "(default: the private validation split, noised)")
+    parser.add_argument("--non-private", action="store_true",
+                        help="a non-private reference run of the same model (no noise; "
+                        "the release is marked NOT PRIVATE); --epsilon is ignored")
+    parser.add_argument("--no-eval", action="store_true",
+                        help="skip the curator's evaluation (CAS, FID, IS, plot) at the end")
     return parser
 
 
@@ -43,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         method=args.method, epsilon=args.epsilon, delta=args.delta, out=out,
         dataset=args.dataset, settings=parse_settings(args.settings), workers=args.workers,
         use_gpu=args.use_gpu, seed=args.seed, dp_seed=args.dp_seed,
+        public_validation=args.public_validation, non_private=args.non_private,
+        evaluate=not args.no_eval,
+        **({"score_share": args.score_share} if args.score_share is not None else {}),
+        **({"score_classifier": args.score_classifier} if args.score_classifier else {}),
     ))
     return 0
 

@@ -6,10 +6,13 @@ Layout of the run directory (design.md 8)::
                       samples.png, synthetic.parquet, privacy.json
     DIR/metrics.json  per-epoch privacy-safe metrics   } curator-only, inside
     DIR/run.json      the request, config and plan     } the trusted boundary
+    DIR/score.json    the private selection score      }
+    DIR/evaluation.json, privacy_utility.png (unless --no-eval)
     DIR/ray/          Ray Train's checkpoints and logs }
 
-The plan is computed (from public quantities) before any worker starts, and the
-workers take their noise multipliers from it.
+The plan (training mechanisms and the selection score) is computed from public
+quantities before any worker starts; the workers take their noise multipliers from
+it, and the score's noise comes from the same plan.
 """
 
 from __future__ import annotations
@@ -25,14 +28,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from raydp_synth.data import load_dataset
+from raydp_synth.data import ImageDataset, load_dataset
 from raydp_synth.errors import ConfigError
+from raydp_synth.evaluation.selection import (
+    DEFAULT_SCORE_CLASSIFIER,
+    DEFAULT_SCORE_SHARE,
+    SelectionScore,
+    score_generator,
+)
 from raydp_synth.methods import DataInfo, get_method
 from raydp_synth.methods.base import config_to_dict
 from raydp_synth.privacy.accounting import validate_delta
-from raydp_synth.release import privacy_statement, write_release
+from raydp_synth.release import TrainedGenerator, privacy_statement, write_release
+from raydp_synth.train.context import derived_seed
 from raydp_synth.train.worker import CHECKPOINT_METRICS, CHECKPOINT_STATE, train_loop_per_worker
 
 __all__ = ["RunResult", "TrainRequest", "run_training"]
@@ -53,6 +64,13 @@ class TrainRequest:
         seed: data split, initialisation and sampling seed.
         dp_seed: seed of the DP randomness (Poisson sampling, noise). None (the
             default) draws it from OS entropy; a given seed must stay secret.
+        score_share: fraction of the budget for the private selection score.
+        score_classifier: classifier trained on synthetic data for the score.
+        public_validation: a dataset spec declared public: the score uses it at
+            no privacy cost (no score mechanism in the plan).
+        non_private: a non-private reference run of the same model (no noise,
+            epsilon = inf; the release says NOT PRIVATE). ``epsilon`` is ignored.
+        evaluate: run the curator's evaluation (CAS, FID, IS, curve) at the end.
     """
 
     method: str
@@ -65,9 +83,21 @@ class TrainRequest:
     use_gpu: bool = False
     seed: int = 0
     dp_seed: int | None = None
+    score_share: float = DEFAULT_SCORE_SHARE
+    score_classifier: str = DEFAULT_SCORE_CLASSIFIER
+    public_validation: str | None = None
+    non_private: bool = False
+    evaluate: bool = True
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
+        from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS
+
+        if self.score_classifier not in CLASSIFIER_KINDS:
+            raise ConfigError(f"--score-classifier {self.score_classifier!r} must be one of "
+                              f"{', '.join(CLASSIFIER_KINDS)}")
+        if not (math.isfinite(self.score_share) and 0 < self.score_share < 1):
+            raise ConfigError(f"--score-share {self.score_share} must be in (0, 1), e.g. 0.05")
+        if not self.non_private and not (math.isfinite(self.epsilon) and self.epsilon > 0):
             raise ConfigError(f"--epsilon {self.epsilon} must be a finite number > 0")
         if not (math.isfinite(self.delta) and 0 < self.delta < 1):
             raise ConfigError(f"--delta {self.delta} must be in (0, 1)")
@@ -78,8 +108,10 @@ class TrainRequest:
 @dataclass(frozen=True)
 class RunResult:
     out: Path
-    epsilon: float
+    epsilon: float | None
     metrics: list[dict[str, float]]
+    score: SelectionScore
+    evaluation: dict[str, Any] | None
 
 
 def _check_out(out: Path) -> None:
@@ -101,6 +133,20 @@ def _owner_only_files() -> Iterator[None]:
         yield
     finally:
         os.umask(previous)
+
+
+def _public_records(spec: str, *, like: ImageDataset, seed: int) -> ImageDataset:
+    """Every record of a dataset the user declared public, shaped like ``like``."""
+    public = load_dataset(spec, image_size=like.image_shape[1], seed=seed, public=True)
+    if public.train.image_shape != like.image_shape or public.train.num_classes != like.num_classes:
+        raise ConfigError(
+            f"--public-validation {spec} has images {public.train.image_shape} and "
+            f"{public.train.num_classes} classes, the training data {like.image_shape} and "
+            f"{like.num_classes}; give a validation set of the same kind")
+    parts = (public.train, public.val, public.test)
+    return ImageDataset(images=np.concatenate([p.images for p in parts]),
+                        labels=np.concatenate([p.labels for p in parts]),
+                        num_classes=like.num_classes, name=public.train.name, public=True)
 
 
 def run_training(request: TrainRequest) -> RunResult:
@@ -128,7 +174,16 @@ def _run_training(request: TrainRequest) -> RunResult:
     )
     validate_delta(request.delta, dataset_size=data.num_records)
     config = method.make_config({**request.settings, "seed": request.settings.get("seed", request.seed)}, data)
-    plan = method.plan(config, epsilon=request.epsilon, delta=request.delta, data=data)
+    score_split = splits.val
+    if request.public_validation is not None:
+        score_split = _public_records(request.public_validation, like=train, seed=request.seed)
+    score_share = 0.0 if score_split.public else request.score_share
+    if request.non_private:
+        plan = method.non_private_plan(config, delta=request.delta, data=data,
+                                       score=not score_split.public)
+    else:
+        plan = method.plan(config, epsilon=request.epsilon, delta=request.delta, data=data,
+                           score_share=score_share)
     _check_out(request.out.resolve())  # before starting Ray: cheap checks first
     from raydp_synth.train.ray_session import ensure_ray
 
@@ -149,13 +204,20 @@ def _run_training(request: TrainRequest) -> RunResult:
     for m in plan.mechanisms:
         print(f"[raydp_synth]   {m.name}: sigma={m.noise_multiplier:.4g} q={m.sample_rate} "
               f"steps={m.num_steps} sensitivity={m.sensitivity:.4g}")
-    print(f"[raydp_synth]   plan epsilon={plan.epsilon():.4f} at delta={plan.delta:g} "
-          f"(target {request.epsilon:g})")
+    if plan.private:
+        print(f"[raydp_synth]   plan epsilon={plan.epsilon():.4f} at delta={plan.delta:g} "
+              f"(target {request.epsilon:g})")
+    else:
+        print("[raydp_synth]   NON-PRIVATE reference run: no noise, epsilon = inf")
     (out / "run.json").write_text(json.dumps({
         "method": method.name, "dataset": request.dataset, "workers": request.workers,
         "use_gpu": request.use_gpu, "seed": request.seed, "config": config_to_dict(config),
-        "data_info": data.__dict__, "plan": plan.to_dict(),
+        "data_info": data.__dict__, "plan": plan.to_dict(), "non_private": request.non_private,
+        "score": {"classifier": request.score_classifier,
+                  "split": request.public_validation or "validation (private)"},
     }, indent=2))
+    # The run's secret seed of its DP randomness: never written anywhere.
+    dp_seed = request.dp_seed if request.dp_seed is not None else secrets.randbits(63)
 
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
@@ -170,7 +232,7 @@ def _run_training(request: TrainRequest) -> RunResult:
         "data_seed": request.seed,
         "use_gpu": request.use_gpu,
         # A reference, not the value: the secret never enters a persisted config.
-        "dp_seed_ref": ray.put(request.dp_seed if request.dp_seed is not None else secrets.randbits(63)),
+        "dp_seed_ref": ray.put(dp_seed),
         "threads_per_worker": max(1, int(cpus_per_worker)),
     }
     trainer = TorchTrainer(
@@ -194,23 +256,30 @@ def _run_training(request: TrainRequest) -> RunResult:
         state = torch.load(Path(ckpt) / CHECKPOINT_STATE, map_location="cpu")
         metrics = json.loads((Path(ckpt) / CHECKPOINT_METRICS).read_text())
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    generator = method.build_generator(config, data)
-    generator.load_state_dict(state["generator"])
-    statement = privacy_statement(
-        plan, scope="one training run (no hyperparameter search)", dataset=request.dataset
+    generator = TrainedGenerator.build(
+        method=method.name, config=config_to_dict(config), data_info=data.__dict__,
+        class_names=splits.class_names, state_dict=state["generator"],
     )
-    write_release(
-        out / "release",
-        generator=generator,
-        latent_dim=config.latent_dim,
-        num_classes=data.num_classes,
-        class_names=splits.class_names,
-        generator_config={"method": method.name, "config": config_to_dict(config),
-                          "data_info": data.__dict__, "class_names": list(splits.class_names)},
-        statement=statement,
-        num_synthetic=data.num_records,
-        seed=request.seed,
+    score = score_generator(
+        generator, score_split, plan=plan, classifier=request.score_classifier, seed=request.seed,
+        noise_generator=torch.Generator().manual_seed(derived_seed(dp_seed, "selection_score")),
     )
+    (out / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
+    scope = "one training run and its selection score (no hyperparameter search)"
+    statement = privacy_statement(plan, scope=scope, dataset=request.dataset)
+    write_release(out / "release", generator=generator, statement=statement,
+                  num_synthetic=data.num_records, seed=request.seed)
+    epsilon = statement["epsilon"]
     print(f"[raydp_synth] trained in {time.monotonic() - start:.0f}s; release written to "
-          f"{out / 'release'} (epsilon={statement['epsilon']:.4f}, delta={plan.delta:g})")
-    return RunResult(out=out, epsilon=statement["epsilon"], metrics=metrics)
+          f"{out / 'release'} ("
+          + (f"epsilon={epsilon:.4f}, delta={plan.delta:g})" if plan.private else "NOT PRIVATE)"))
+    print(f"[raydp_synth] selection score ({score.classifier} on synthetic, "
+          f"{'noisy ' if score.private else ''}accuracy on {score.num_records} validation "
+          f"records): {score.value:.4f}" + (f" +- {score.noise_std:.4f}" if score.private else ""))
+    evaluation = None
+    if request.evaluate:
+        from raydp_synth.evaluation.report import evaluate_run, format_table
+
+        evaluation = evaluate_run(out, splits=splits)
+        print(format_table(evaluation))
+    return RunResult(out=out, epsilon=epsilon, metrics=metrics, score=score, evaluation=evaluation)

@@ -37,6 +37,9 @@ def _fails(argv: list[str], capsys) -> str:
     (["dpaf", "--set", "image_size=20"], "power of two"),
     (["dpaf", "--set", "image_size=8"], "at most 2"),
     (["dpaf", "--dataset", "webdataset:foo"], "digits"),
+    (["dpaf", "--score-share", "1.5"], "--score-share"),
+    (["dpaf", "--score-share", "0"], "--score-share"),
+    (["dpaf", "--public-validation", "idx:/nonexistent/dir"], "/nonexistent/dir"),
 ])
 def test_user_errors(argv: list[str], needle: str, capsys, tmp_path: Path) -> None:
     err = _fails([*argv, "--out", str(tmp_path / "run")], capsys)

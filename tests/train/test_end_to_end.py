@@ -50,6 +50,27 @@ def test_privacy_statement_is_dp_accountings_value_and_within_budget(run_dir) ->
     assert statement["epsilon"] == pytest.approx(epsilon_of(event, delta=statement["delta"]), rel=1e-12)
     assert 0.95 * 4.0 <= statement["epsilon"] <= 4.0
     assert result.epsilon == statement["epsilon"]
+    # The plan covers the private selection score: a one-shot Gaussian, sensitivity 1.
+    score = {m["name"]: m for m in statement["plan"]["mechanisms"]}["selection_score"]
+    assert score["sample_rate"] is None and score["num_steps"] == 1 and score["sensitivity"] == 1.0
+
+
+def test_selection_score_is_released_with_the_planned_noise(run_dir) -> None:
+    out, result = run_dir
+    saved = json.loads((out / "score.json").read_text())
+    assert saved == result.score.to_dict() and saved["private"] is True
+    statement = json.loads((out / "release" / "privacy.json").read_text())
+    sigma = {m["name"]: m for m in statement["plan"]["mechanisms"]}["selection_score"]["noise_multiplier"]
+    assert saved["noise_std"] == pytest.approx(sigma / saved["num_records"])
+
+
+def test_training_run_ends_with_the_curators_evaluation(run_dir) -> None:
+    out, result = run_dir
+    assert result.evaluation is not None
+    assert set(result.evaluation["final"]) >= {"cas_logreg", "cas_mlp", "cas_cnn", "fid",
+                                                "inception_score"}
+    assert (out / "evaluation.json").is_file() and (out / "privacy_utility.png").is_file()
+    assert result.evaluation["curve"], "no checkpoint was evaluated"
 
 
 def test_reported_metrics_are_on_the_allowlist(run_dir) -> None:

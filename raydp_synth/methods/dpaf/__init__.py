@@ -17,10 +17,10 @@ from raydp_synth.methods.dpaf.mechanisms import (
     feature_sum,
 )
 from raydp_synth.methods.dpaf.networks import Classifier, DiscriminatorParts, Generator
-from raydp_synth.methods.dpaf.plan import CLASSIFIER, CONV2, DPAGG, dpaf_plan
+from raydp_synth.methods.dpaf.plan import CLASSIFIER, CONV2, DPAGG, dpaf_schedule
 from raydp_synth.methods.registry import register_method
+from raydp_synth.privacy.calibration import MechanismSpec
 from raydp_synth.privacy.dp_sgd import clipped_sum
-from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.train.context import WorkerContext
 
 __all__ = ["DPAF", "DPAFConfig"]
@@ -40,8 +40,8 @@ class DPAF(Method):
         config.architecture(channels=data.channels, num_classes=data.num_classes)  # validates
         return config
 
-    def plan(self, config: DPAFConfig, *, epsilon: float, delta: float, data: DataInfo) -> PrivacyPlan:
-        return dpaf_plan(config, epsilon=epsilon, delta=delta, data=data)
+    def schedule(self, config: DPAFConfig, data: DataInfo) -> list[MechanismSpec]:
+        return dpaf_schedule(config, data)
 
     def train(self, ctx: WorkerContext) -> None:
         run_dpaf(ctx)

@@ -16,7 +16,7 @@ class DPAFConfig:
     """Hyperparameters of one privacy-corrected DPAF run.
 
     The defaults are the best private configuration measured on the embedded digits
-    (n=1437, epsilon=10): few, narrow feature maps (a small sqrt(m)*p) and large
+    (n=1442, epsilon=10): few, narrow feature maps (a small sqrt(m)*p) and large
     DPAGG batches give the aggregates a usable signal-to-noise ratio, and G takes
     several (free) steps per release. The paper's canonical MNIST values (60,000
     records) are batch_size=24, mu=8, base widths of cDCGAN; the tuner searches these.

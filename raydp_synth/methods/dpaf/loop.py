@@ -117,7 +117,8 @@ class _DPAFRun:
         return self._generate(padded, gen)[: len(labels)], labels
 
     def _report(self, metrics: dict[str, float], checkpoint: bool) -> None:
-        metrics["epsilon_spent"] = self.ctx.plan.spent_epsilon(self.steps)
+        if self.ctx.plan.private:  # a non-private reference run has no epsilon
+            metrics["epsilon_spent"] = self.ctx.plan.spent_epsilon(self.steps)
         state = None
         if checkpoint and self.ctx.rank == 0:
             state = {

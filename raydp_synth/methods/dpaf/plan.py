@@ -1,10 +1,12 @@
-"""DPAF's privacy plan: three Poisson-subsampled Gaussian mechanisms.
+"""DPAF's privacy schedule: three Poisson-subsampled Gaussian mechanisms.
 
 ``classifier`` (phase 1, DP-SGD on all of C), ``conv2`` (DP-SGD on conv2* every
 mu iterations) and ``dpagg`` (the noisy sum of SIN features) each draw their own
 independent Poisson samples, so the plan is their adaptive composition
 (000_7d0ded9903bce7e2.txt Theorem 5, with the corrections of docs/privacy.md).
 Every other update (conv3*, FC*, G) is post-processing of these releases.
+:meth:`raydp_synth.methods.base.Method.plan` calibrates the schedule (with the
+run's selection score) into the plan.
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ import math
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.base import DataInfo
 from raydp_synth.methods.dpaf.config import DPAFConfig
-from raydp_synth.privacy.calibration import MechanismSpec, calibrate_plan
-from raydp_synth.privacy.plan import PrivacyPlan
+from raydp_synth.privacy.calibration import MechanismSpec
 
-__all__ = ["CLASSIFIER", "CONV2", "DPAGG", "MECHANISMS", "dpaf_plan", "dpaf_schedule"]
+__all__ = ["CLASSIFIER", "CONV2", "DPAGG", "MECHANISMS", "dpaf_schedule"]
 
 CLASSIFIER, CONV2, DPAGG = "classifier", "conv2", "dpagg"
 MECHANISMS = (CLASSIFIER, CONV2, DPAGG)
@@ -57,7 +58,3 @@ def dpaf_schedule(config: DPAFConfig, data: DataInfo) -> list[MechanismSpec]:
                       sensitivity=arch.agg_sensitivity, share=w3),
     ]
 
-
-def dpaf_plan(config: DPAFConfig, *, epsilon: float, delta: float, data: DataInfo) -> PrivacyPlan:
-    """The calibrated plan of one DPAF run (reads no sensitive data)."""
-    return calibrate_plan(dpaf_schedule(config, data), epsilon=epsilon, delta=delta)

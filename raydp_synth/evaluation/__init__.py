@@ -1,0 +1,12 @@
+"""Evaluation: utility figures for the curator and the private selection score.
+
+* :mod:`~raydp_synth.evaluation.classifiers`: the three CAS classifiers.
+* :mod:`~raydp_synth.evaluation.feature_net`: the network behind FID and IS.
+* :mod:`~raydp_synth.evaluation.metrics`: FID, inception score, CAS.
+* :mod:`~raydp_synth.evaluation.selection`: the private selection score (a DP
+  release in the trial's plan).
+* :mod:`~raydp_synth.evaluation.report`: a run directory's ``evaluation.json`` and
+  privacy-utility plot (``python -m raydp_synth.evaluate``).
+
+Submodules are imported where used (training workers import only ``selection``).
+"""

@@ -1,0 +1,244 @@
+"""Evaluate a run directory: ``evaluation.json`` and ``privacy_utility.png``.
+
+Inputs: the run's ``release/`` generator, its checkpoints under ``ray/``, the
+real **test** split (and a dataset declared public, if given). The sensitive
+training and validation splits are never read here: the only access to them is
+through the mechanisms of the run's plan (training, and the selection score that
+the driver releases). The outputs are curator-only (beside ``release/``, never in
+it): they read real test data without noise.
+
+Figures (see :mod:`~raydp_synth.evaluation.metrics` for the choices): CAS with
+the three classifiers, FID and IS of the released generator; and along training,
+at each checkpoint, CAS (logistic regression), FID and IS against the epsilon the
+training had spent so far (the privacy-utility curve).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from raydp_synth.data import DatasetSplits, ImageDataset, load_dataset
+from raydp_synth.errors import ConfigError
+from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS, CNNClassifier, fit_classifier
+from raydp_synth.evaluation.metrics import frechet_distance, inception_score
+from raydp_synth.release.generator import TrainedGenerator
+
+__all__ = [
+    "EVALUATION_FILE",
+    "PLOT_FILE",
+    "EvaluationSettings",
+    "evaluate_generator",
+    "evaluate_run",
+    "format_table",
+    "plot_privacy_utility",
+    "run_checkpoints",
+]
+
+EVALUATION_FILE = "evaluation.json"
+PLOT_FILE = "privacy_utility.png"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationSettings:
+    """How much synthetic data and compute an evaluation spends.
+
+    Attributes:
+        num_synthetic: synthetic images (labels balanced) for the final figures.
+        curve_synthetic: synthetic images per checkpoint of the curve.
+        classifiers: CAS classifiers of the final figures.
+        curve_classifier: the CAS classifier of the curve.
+        seed: public seed of latents and classifier training.
+        feature_steps: training steps of the FID/IS network.
+    """
+
+    num_synthetic: int = 10_000
+    curve_synthetic: int = 2_000
+    classifiers: tuple[str, ...] = CLASSIFIER_KINDS
+    curve_classifier: str = "logreg"
+    seed: int = 0
+    feature_steps: int = 400
+
+    def __post_init__(self) -> None:
+        for kind in (*self.classifiers, self.curve_classifier):
+            if kind not in CLASSIFIER_KINDS:
+                raise ConfigError(f"unknown classifier {kind!r}; choose from {CLASSIFIER_KINDS}")
+        if self.num_synthetic < 20 or self.curve_synthetic < 20:
+            raise ConfigError("evaluate at least 20 synthetic images")
+
+
+def feature_network(reference: ImageDataset, *, seed: int, steps: int) -> CNNClassifier:
+    """The FID/IS network, trained on ``reference`` (public data or the test split)."""
+    model = fit_classifier("cnn", reference.images, reference.labels,
+                           num_classes=reference.num_classes, seed=seed, cnn_steps=steps)
+    assert isinstance(model, CNNClassifier)
+    return model
+
+
+def evaluate_generator(
+    generator: TrainedGenerator,
+    test: ImageDataset,
+    features: CNNClassifier,
+    *,
+    classifiers: tuple[str, ...],
+    num_synthetic: int,
+    seed: int,
+) -> dict[str, float]:
+    """CAS (per classifier), FID and IS of one generator against the test split."""
+    images, labels = generator.balanced(num_synthetic, seed=seed)
+    out: dict[str, float] = {}
+    for kind in classifiers:
+        model = fit_classifier(kind, images, labels, num_classes=test.num_classes, seed=seed)
+        out[f"cas_{kind}"] = float((model.predict(test.images) == test.labels).mean())
+    out["fid"] = frechet_distance(features.features(images), features.features(test.images))
+    out["inception_score"] = inception_score(features.probabilities(images))
+    return out
+
+
+def run_checkpoints(run_dir: Path) -> list[tuple[dict[str, float], Path]]:
+    """(last reported metrics, checkpoint dir) of each checkpoint, in training order."""
+    found = []
+    for metrics_path in run_dir.glob("ray/**/checkpoint_*/metrics.json"):
+        history = json.loads(metrics_path.read_text())
+        if history and (metrics_path.parent / "state.pt").is_file():
+            found.append((history[-1], metrics_path.parent))
+    return sorted(found, key=lambda item: (item[0].get("phase", 0), item[0].get("step", 0)))
+
+
+def evaluate_run(
+    run_dir: Path,
+    *,
+    splits: DatasetSplits | None = None,
+    dataset: str | None = None,
+    public_reference: str | None = None,
+    settings: EvaluationSettings | None = None,
+) -> dict[str, Any]:
+    """Evaluate ``run_dir`` and write ``evaluation.json`` and the plot into it.
+
+    Args:
+        splits: the run's dataset splits, if already loaded (only ``test`` is read).
+        dataset: spec of the run's dataset if it moved (default: run.json's).
+        public_reference: a dataset declared public to train the FID/IS network
+            on (default: the test split).
+        settings: sizes and seeds.
+
+    Returns:
+        The dict written to ``evaluation.json``.
+    """
+    settings = settings or EvaluationSettings()
+    run_dir = Path(run_dir)
+    run_file = run_dir / "run.json"
+    if not run_file.is_file():
+        raise ConfigError(f"{run_dir} is not a run directory (no run.json); "
+                          "pass the --out directory of a training run")
+    run = json.loads(run_file.read_text())
+    generator = TrainedGenerator.from_release(run_dir / "release")
+    size = generator.data.image_size
+    if splits is None:
+        splits = load_dataset(dataset or run["dataset"], image_size=size,
+                              seed=int(run.get("seed", 0)))
+    test = splits.test
+    if test.image_shape != (generator.data.channels, size, size):
+        raise ConfigError(f"the dataset's images are {test.image_shape}, the generator's "
+                          f"{(generator.data.channels, size, size)}; pass the run's --dataset")
+    if public_reference is not None:
+        public = load_dataset(public_reference, image_size=size, public=True)
+        reference, reference_name = public.train, f"{public_reference} (public)"
+    else:
+        reference, reference_name = test, "test split"
+    features = feature_network(reference, seed=settings.seed, steps=settings.feature_steps)
+
+    final = evaluate_generator(generator, test, features, classifiers=settings.classifiers,
+                               num_synthetic=settings.num_synthetic, seed=settings.seed)
+    curve = []
+    for metrics, ckpt in run_checkpoints(run_dir):
+        state = torch.load(ckpt / "state.pt", map_location="cpu")
+        point = evaluate_generator(generator.with_state(state["generator"]), test, features,
+                                   classifiers=(settings.curve_classifier,),
+                                   num_synthetic=settings.curve_synthetic, seed=settings.seed)
+        curve.append({"epoch": metrics.get("epoch"), "step": metrics.get("step"),
+                      "epsilon_spent": metrics.get("epsilon_spent"), **point})
+    privacy = json.loads((run_dir / "release" / "privacy.json").read_text())
+    score_file = run_dir / "score.json"
+    result: dict[str, Any] = {
+        "run": str(run_dir),
+        "method": run["method"],
+        "dataset": run["dataset"],
+        "epsilon": privacy.get("epsilon"),
+        "delta": privacy.get("delta"),
+        "private": privacy.get("private", True),
+        "selection_score": json.loads(score_file.read_text()) if score_file.is_file() else None,
+        "final": final,
+        "reference": {
+            "feature_network_trained_on": reference_name,
+            "feature_network_test_accuracy": float(
+                (features.predict(test.images) == test.labels).mean()),
+            "inception_score_real_test": inception_score(features.probabilities(test.images)),
+            "test_records": len(test),
+        },
+        "curve": curve,
+        "settings": {"num_synthetic": settings.num_synthetic,
+                     "curve_synthetic": settings.curve_synthetic,
+                     "classifiers": list(settings.classifiers),
+                     "curve_classifier": settings.curve_classifier, "seed": settings.seed},
+    }
+    (run_dir / EVALUATION_FILE).write_text(json.dumps(result, indent=2))
+    plot_privacy_utility(result, run_dir / PLOT_FILE)
+    return result
+
+
+def plot_privacy_utility(result: dict[str, Any], path: Path) -> None:
+    """CAS, FID and IS at each checkpoint against the epsilon spent so far."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    curve = result["curve"]
+    cas_key = next((k for k in (curve[0] if curve else {}) if k.startswith("cas_")), "cas_logreg")
+    panels = [(cas_key, "CAS (" + cas_key[4:] + ")"), ("fid", "FID (lower is better)"),
+              ("inception_score", "inception score")]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    private = result.get("private", True)
+    xs = [p["epsilon_spent"] if private else p["epoch"] for p in curve]
+    for ax, (key, title) in zip(axes, panels, strict=True):
+        ax.plot(xs, [p[key] for p in curve], marker="o")
+        if key in result["final"]:
+            ax.axhline(result["final"][key], color="grey", ls=":", label="released")
+        if key == "inception_score":
+            ax.axhline(result["reference"]["inception_score_real_test"], color="green", ls="--",
+                       label="real test images")
+        ax.set_title(title)
+        ax.set_xlabel("epsilon spent" if private else "epoch (NOT PRIVATE)")
+        ax.legend(fontsize=7)
+    eps = result.get("epsilon")
+    fig.suptitle(f"{result['method']} on {result['dataset']}: "
+                 + (f"epsilon={eps:.3g}" if private and eps is not None else "non-private reference"))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The human-readable summary printed by the CLIs."""
+    eps = result.get("epsilon")
+    header = (f"evaluation of {result['run']} ({result['method']}, "
+              + (f"epsilon={eps:.4g}" if result.get("private", True) and eps is not None
+                 else "NOT PRIVATE") + ")")
+    rows = [(k, v) for k, v in result["final"].items()]
+    ref = result["reference"]
+    rows += [("IS of real test images", ref["inception_score_real_test"]),
+             ("feature net accuracy (test)", ref["feature_network_test_accuracy"])]
+    score = result.get("selection_score")
+    if score:
+        rows.append(("selection score" + (" (noisy)" if score["private"] else ""), score["value"]))
+    width = max(len(k) for k, _ in rows)
+    lines = [header] + [f"  {k:<{width}}  {v:.4f}" for k, v in rows]
+    if result["curve"]:
+        lines.append(f"  privacy-utility curve: {len(result['curve'])} checkpoints -> {PLOT_FILE}")
+    return "\n".join(lines)
+

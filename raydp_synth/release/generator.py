@@ -1,0 +1,100 @@
+"""A trained generator together with what sampling it needs (method, config, data).
+
+Used to write the release, to score a run, and to evaluate a run directory from
+its ``release/`` folder or from one of its checkpoints. Sampling draws latents from
+a public seed: synthetic data is post-processing of the (DP) generator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from raydp_synth.errors import ConfigError
+from raydp_synth.methods import DataInfo, Method, get_method
+
+__all__ = ["GENERATOR_CONFIG", "GENERATOR_WEIGHTS", "TrainedGenerator"]
+
+GENERATOR_WEIGHTS = "generator.pt"
+GENERATOR_CONFIG = "generator.json"
+
+
+@dataclass
+class TrainedGenerator:
+    """A method's generator with its config, ready to sample.
+
+    Attributes:
+        method: the registered method.
+        config: the method's typed config.
+        data: public facts of the data it was trained for.
+        module: the generator network (eval mode, CPU).
+        class_names: display names of the labels.
+    """
+
+    method: Method
+    config: Any
+    data: DataInfo
+    module: torch.nn.Module
+    class_names: tuple[str, ...]
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        method: str,
+        config: Mapping[str, Any],
+        data_info: Mapping[str, Any],
+        class_names: list[str] | tuple[str, ...],
+        state_dict: Mapping[str, torch.Tensor],
+    ) -> TrainedGenerator:
+        m = get_method(method)
+        data = DataInfo(**data_info)
+        typed = m.make_config(config, data)
+        module = m.build_generator(typed, data)
+        module.load_state_dict(state_dict)
+        return cls(method=m, config=typed, data=data, module=module.cpu().eval(),
+                   class_names=tuple(class_names))
+
+    def descriptor(self) -> dict[str, Any]:
+        """What ``generator.json`` records (public: no data-dependent values)."""
+        from raydp_synth.methods.base import config_to_dict
+
+        return {"method": self.method.name, "config": config_to_dict(self.config),
+                "data_info": self.data.__dict__, "class_names": list(self.class_names)}
+
+    @classmethod
+    def from_release(cls, release_dir: Path) -> TrainedGenerator:
+        """Load ``release_dir/generator.{json,pt}``."""
+        spec_path, weights = release_dir / GENERATOR_CONFIG, release_dir / GENERATOR_WEIGHTS
+        for path in (spec_path, weights):
+            if not path.is_file():
+                raise ConfigError(f"{path} is missing; is {release_dir} a release folder?")
+        spec = json.loads(spec_path.read_text())
+        return cls.build(**spec, state_dict=torch.load(weights, map_location="cpu"))
+
+    def with_state(self, state_dict: Mapping[str, torch.Tensor]) -> TrainedGenerator:
+        """The same generator with other weights (e.g. a checkpoint's)."""
+        module = self.method.build_generator(self.config, self.data)
+        module.load_state_dict(state_dict)
+        return TrainedGenerator(method=self.method, config=self.config, data=self.data,
+                                module=module.cpu().eval(), class_names=self.class_names)
+
+    def sample(self, labels: torch.Tensor, *, seed: int, batch_size: int = 512) -> torch.Tensor:
+        """Images in [-1, 1] for the given labels (latents from the public ``seed``)."""
+        gen = torch.Generator().manual_seed(seed)
+        chunks = [self.method.sample(self.module, self.config, labels[i : i + batch_size], rng=gen)
+                  for i in range(0, len(labels), batch_size)]
+        if not chunks:
+            return torch.zeros((0, self.data.channels, self.data.image_size, self.data.image_size))
+        return torch.cat(chunks).clamp(-1, 1)
+
+    def balanced(self, count: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``count`` synthetic images with labels cycling over the classes."""
+        labels = torch.arange(count) % self.data.num_classes
+        return self.sample(labels, seed=seed).numpy().astype(np.float32), labels.numpy()

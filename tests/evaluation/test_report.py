@@ -1,0 +1,127 @@
+"""Evaluating a run directory: outputs, CLI, and no reads of the sensitive splits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from raydp_synth.cli import run_cli
+from raydp_synth.data import DatasetSplits, ImageDataset, load_dataset
+from raydp_synth.evaluate import main as evaluate_main
+from raydp_synth.evaluation.report import (
+    EVALUATION_FILE,
+    PLOT_FILE,
+    EvaluationSettings,
+    evaluate_run,
+)
+from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.methods.base import config_to_dict
+from raydp_synth.release import TrainedGenerator, privacy_statement, write_release
+
+INFO = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
+FAST = EvaluationSettings(num_synthetic=200, curve_synthetic=100, classifiers=("logreg",),
+                          feature_steps=30)
+
+
+class SealedSplit(ImageDataset):
+    """A split whose records may not be read: any access to them fails the test."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "_shape", super().image_shape)
+        object.__setattr__(self, "_sealed", True)
+
+    def __getattribute__(self, name: str):
+        if name in ("images", "labels") and object.__getattribute__(self, "__dict__").get("_sealed"):
+            raise AssertionError(f"evaluation read the sensitive split's {name}")
+        return super().__getattribute__(name)
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return object.__getattribute__(self, "_shape")
+
+    def __len__(self) -> int:
+        raise AssertionError("evaluation read the sensitive split's size")
+
+
+def _sealed(split: ImageDataset) -> SealedSplit:
+    return SealedSplit(images=split.images, labels=split.labels, num_classes=split.num_classes,
+                       name=split.name)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A run directory as the driver writes it, from an untrained DPAF generator
+    and two checkpoints (no Ray needed: evaluation only reads files)."""
+    out = tmp_path_factory.mktemp("eval") / "run"
+    method = get_method("dpaf")
+    config = method.make_config({}, INFO)
+    plan = method.plan(config.__class__(**{**config.__dict__, "epochs": 5.0}), epsilon=5.0,
+                       delta=1e-5, data=INFO, score_share=0.05)
+    torch.manual_seed(0)
+    module = method.build_generator(config, INFO)
+    generator = TrainedGenerator.build(method="dpaf", config=config_to_dict(config),
+                                       data_info=INFO.__dict__, class_names=[str(i) for i in range(10)],
+                                       state_dict=module.state_dict())
+    out.mkdir(parents=True)
+    (out / "run.json").write_text(json.dumps({"method": "dpaf", "dataset": "digits", "seed": 0}))
+    (out / "score.json").write_text(json.dumps({"value": 0.1, "private": True, "noise_std": 0.03,
+                                                "num_records": 165, "classifier": "logreg"}))
+    write_release(out / "release", generator=generator,
+                  statement=privacy_statement(plan, scope="test", dataset="digits"),
+                  num_synthetic=100, seed=0)
+    for step, eps in [(10, 2.0), (20, 4.9)]:
+        ckpt = out / "ray" / "train" / f"checkpoint_{step}"
+        ckpt.mkdir(parents=True)
+        torch.save({"generator": module.state_dict()}, ckpt / "state.pt")
+        (ckpt / "metrics.json").write_text(json.dumps(
+            [{"phase": 2, "epoch": step // 10, "step": step, "epsilon_spent": eps}]))
+    return out
+
+
+def test_evaluation_reads_only_the_test_split(run_dir) -> None:
+    real = load_dataset("digits", image_size=16)
+    splits = DatasetSplits(train=_sealed(real.train), val=_sealed(real.val), test=real.test,
+                           class_names=real.class_names)
+    result = evaluate_run(run_dir, splits=splits, settings=FAST)
+    assert set(result["final"]) == {"cas_logreg", "fid", "inception_score"}
+    assert [p["step"] for p in result["curve"]] == [10, 20]
+    assert [p["epsilon_spent"] for p in result["curve"]] == [2.0, 4.9]
+    assert result["reference"]["feature_network_trained_on"] == "test split"
+
+
+def test_sealed_split_really_guards() -> None:
+    real = load_dataset("digits", image_size=16)
+    sealed = _sealed(real.train)
+    with pytest.raises(AssertionError, match="sensitive"):
+        _ = sealed.images
+    assert sealed.image_shape == (1, 16, 16)
+
+
+def test_evaluate_cli_prints_the_table_and_writes_json_and_plot(run_dir, capsys) -> None:
+    assert evaluate_main([str(run_dir), "--num-synthetic", "200", "--curve-synthetic", "100"]) == 0
+    printed = capsys.readouterr().out
+    for needle in ("cas_logreg", "cas_mlp", "cas_cnn", "fid", "inception_score", "epsilon="):
+        assert needle in printed
+    result = json.loads((run_dir / EVALUATION_FILE).read_text())
+    assert set(result["final"]) == {"cas_logreg", "cas_mlp", "cas_cnn", "fid", "inception_score"}
+    assert all(np.isfinite(v) for v in result["final"].values())
+    assert 1.0 <= result["final"]["inception_score"] <= 10.0
+    assert result["selection_score"]["private"] is True
+    plot = Image.open(run_dir / PLOT_FILE)
+    assert plot.width > 600 and plot.height > 200
+    # curator-only outputs stay out of the release folder
+    assert not (run_dir / "release" / EVALUATION_FILE).exists()
+
+
+def test_evaluate_cli_on_a_non_run_directory_is_one_clear_line(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(evaluate_main, [str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "run.json" in err and "\n" not in err

@@ -1,0 +1,39 @@
+"""The release's privacy statement: dp-accounting's epsilon, or loudly NOT PRIVATE."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from raydp_synth.evaluation.selection import SELECTION_SCORE
+from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.events import event_from_json
+from raydp_synth.release import privacy_statement
+
+INFO = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
+
+
+def _config():
+    method = get_method("dpaf")
+    return method, method.make_config({"epochs": 10}, INFO)
+
+
+def test_statement_prices_the_whole_plan_including_the_score() -> None:
+    method, config = _config()
+    plan = method.plan(config, epsilon=3.0, delta=1e-5, data=INFO, score_share=0.1)
+    statement = json.loads(json.dumps(privacy_statement(plan, scope="run", dataset="digits")))
+    event = event_from_json(statement["plan"]["event"])
+    assert statement["epsilon"] == pytest.approx(epsilon_of(event, delta=1e-5), rel=1e-12)
+    assert statement["private"] is True and statement["epsilon"] <= 3.0
+    assert SELECTION_SCORE in [m["name"] for m in statement["plan"]["mechanisms"]]
+
+
+def test_non_private_reference_is_marked_and_has_no_epsilon() -> None:
+    method, config = _config()
+    plan = method.non_private_plan(config, delta=1e-5, data=INFO)
+    statement = privacy_statement(plan, scope="run", dataset="digits")
+    text = json.dumps(statement, allow_nan=False)  # strict JSON: no Infinity anywhere
+    assert statement["epsilon"] is None and statement["private"] is False
+    assert "NOT PRIVATE" in statement["warning"] and "NOT PRIVATE" in text
