@@ -127,18 +127,32 @@ def _calibrate_one(
     )
 
 
+PlanPrice = Callable[[PrivacyPlan, "Sequence[float] | None"], float]
+
+
 def calibrate_plan(
     specs: Sequence[MechanismSpec],
     *,
     epsilon: float,
     delta: float,
     rtol: float = 2e-3,
+    price: PlanPrice | None = None,
 ) -> PrivacyPlan:
     """Calibrate every mechanism so that the composed plan is (epsilon, delta)-DP.
 
+    Args:
+        specs: the mechanisms and their relative budget weights.
+        epsilon, delta: the target.
+        rtol: relative precision of the budget use.
+        price: what must stay <= ``epsilon``, as a function of a candidate plan and
+            of RDP orders (None: dp-accounting's default grid, used for the final
+            check). Default: the plan's own epsilon. A tuner passes e.g. the epsilon
+            of the study's granted plans composed with copies of this one. It must
+            be non-decreasing in the budget scale (true of every epsilon).
+
     Returns:
-        A plan with ``plan.epsilon() <= epsilon`` on dp-accounting's default grid,
-        using at least ``1 - rtol`` of the budget when the split allows it.
+        A plan with ``price(plan, None) <= epsilon``, using at least ``1 - rtol`` of
+        the budget when the split allows it.
 
     Raises:
         ConfigError: invalid budget, or a mechanism that cannot meet its share.
@@ -147,6 +161,9 @@ def calibrate_plan(
         raise ConfigError(f"--epsilon {epsilon} must be a finite number > 0")
     if not specs:
         raise ConfigError("a privacy plan needs at least one mechanism")
+    if price is None:
+        def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
+            return epsilon_of(plan.event(), delta=delta, orders=orders)
     total_share = sum(s.share for s in specs)
     guesses = [1.0] * len(specs)
 
@@ -157,35 +174,45 @@ def calibrate_plan(
         )
         guesses[:] = [m.noise_multiplier for m in mechanisms]
         plan = PrivacyPlan(mechanisms=mechanisms, delta=delta, target_epsilon=epsilon)
-        return plan, epsilon_of(plan.event(), delta=delta, orders=CALIBRATION_ORDERS)
+        return plan, price(plan, CALIBRATION_ORDERS)
 
-    # Illinois (bracketed secant) on log(scale): f(lo) <= 0 < f(hi).
-    lo, hi = 1.0, float(len(specs))
-    best, eps_lo = plan_at(lo)
-    if eps_lo > epsilon:  # composition never exceeds the sum of the shares
-        raise ConfigError(f"cannot fit the plan into epsilon={epsilon:g}")
-    if len(specs) > 1:
+    # Bracket the largest feasible scale: f(lo) <= 0 < f(hi). With the default
+    # price, scale 1 is feasible (composition never exceeds the sum of the shares)
+    # and scale len(specs) is the first upper end tried.
+    lo, (best, eps_lo) = 1.0, plan_at(1.0)
+    if eps_lo > epsilon:
+        hi, eps_hi = lo, eps_lo
+        while eps_lo > epsilon:
+            if lo < 1e-6:
+                raise ConfigError(f"cannot fit the plan into epsilon={epsilon:g}")
+            hi, eps_hi = lo, eps_lo
+            lo = lo / 4
+            best, eps_lo = plan_at(lo)
+    else:
+        hi = float(max(2, len(specs)))
         plan_hi, eps_hi = plan_at(hi)
-        f_lo, f_hi = eps_lo - epsilon, eps_hi - epsilon
-        side = 0
-        for _ in range(40):
-            if f_hi <= 0:  # the whole upper end is feasible (only at the first bracket)
-                best = plan_hi
-                break
-            if -f_lo <= rtol * epsilon or hi / lo <= 1 + rtol:
-                break
-            u_lo, u_hi = math.log(lo), math.log(hi)
-            mid = math.exp(u_lo - f_lo * (u_hi - u_lo) / (f_hi - f_lo))
-            mid = min(max(mid, lo * (1 + rtol / 4)), hi / (1 + rtol / 4))
-            candidate, eps_mid = plan_at(mid)
-            if eps_mid <= epsilon:
-                lo, f_lo, best = mid, eps_mid - epsilon, candidate
-                f_hi = f_hi / 2 if side == -1 else f_hi
-                side = -1
-            else:
-                hi, f_hi = mid, eps_mid - epsilon
-                f_lo = f_lo / 2 if side == 1 else f_lo
-                side = 1
-    if best.epsilon() > epsilon:  # the stated (default-grid) epsilon: never trust
+        while eps_hi <= epsilon and hi < 1e6:
+            lo, best, eps_lo = hi, plan_hi, eps_hi
+            hi = hi * 4
+            plan_hi, eps_hi = plan_at(hi)
+    # Illinois (bracketed secant) on log(scale).
+    f_lo, f_hi = eps_lo - epsilon, eps_hi - epsilon
+    side = 0
+    for _ in range(40):
+        if f_hi <= 0 or -f_lo <= rtol * epsilon or hi / lo <= 1 + rtol:
+            break
+        u_lo, u_hi = math.log(lo), math.log(hi)
+        mid = math.exp(u_lo - f_lo * (u_hi - u_lo) / (f_hi - f_lo))
+        mid = min(max(mid, lo * (1 + rtol / 4)), hi / (1 + rtol / 4))
+        candidate, eps_mid = plan_at(mid)
+        if eps_mid <= epsilon:
+            lo, f_lo, best = mid, eps_mid - epsilon, candidate
+            f_hi = f_hi / 2 if side == -1 else f_hi
+            side = -1
+        else:
+            hi, f_hi = mid, eps_mid - epsilon
+            f_lo = f_lo / 2 if side == 1 else f_lo
+            side = 1
+    if price(best, None) > epsilon:  # the stated (default-grid) value: never trust
         raise ConfigError(f"calibration overshot epsilon={epsilon:g}; this is a bug")
     return best

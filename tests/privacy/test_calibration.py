@@ -93,3 +93,18 @@ def test_delta_must_be_below_one_over_n() -> None:
     for bad in (1 / 1437, 0.01, 0.0, -1e-5):
         with pytest.raises(ConfigError, match="1/n"):
             validate_delta(bad, dataset_size=1437)
+
+
+def test_plan_calibrated_against_a_custom_price_meets_it_tightly() -> None:
+    """A tuner's price: plans granted so far composed with copies of this plan."""
+    prefix = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.05, dpa.GaussianDpEvent(2.0)), 200)
+    copies, delta, target = 3, 1e-5, 6.0
+
+    def price(plan, orders):
+        event = dpa.ComposedDpEvent([prefix, dpa.SelfComposedDpEvent(plan.event(), copies)])
+        return epsilon_of(event, delta=delta, orders=orders)
+
+    plan = calibrate_plan(_specs((1.0, 1.0, 1.0)), epsilon=target, delta=delta, price=price)
+    assert 0.99 * target <= price(plan, None) <= target
+    # Scale < 1 was needed: one copy alone gets well below the target.
+    assert plan.epsilon() < 0.75 * target
