@@ -99,10 +99,11 @@ def evaluate_generator(
     return out
 
 
-def run_checkpoints(run_dir: Path) -> list[tuple[dict[str, float], Path]]:
-    """(last reported metrics, checkpoint dir) of each checkpoint, in training order."""
+def run_checkpoints(root: Path) -> list[tuple[dict[str, float], Path]]:
+    """(last reported metrics, checkpoint dir) of each checkpoint under ``root`` (a
+    run's ``ray/`` folder, or a study's released trial), in training order."""
     found = []
-    for metrics_path in run_dir.glob("ray/**/checkpoint_*/metrics.json"):
+    for metrics_path in root.glob("**/checkpoint_*/metrics.json"):
         history = json.loads(metrics_path.read_text())
         if history and (metrics_path.parent / "state.pt").is_file():
             found.append((history[-1], metrics_path.parent))
@@ -155,7 +156,7 @@ def evaluate_run(
     final = evaluate_generator(generator, test, features, classifiers=settings.classifiers,
                                num_synthetic=settings.num_synthetic, seed=settings.seed)
     curve = []
-    for metrics, ckpt in run_checkpoints(run_dir):
+    for metrics, ckpt in run_checkpoints(run_dir / run.get("checkpoints", "ray")):
         state = torch.load(ckpt / "state.pt", map_location="cpu")
         point = evaluate_generator(generator.with_state(state["generator"]), test, features,
                                    classifiers=(settings.curve_classifier,),

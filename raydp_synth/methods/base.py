@@ -36,7 +36,7 @@ import torch
 
 from raydp_synth.errors import ConfigError
 from raydp_synth.evaluation.selection import with_score_mechanism
-from raydp_synth.privacy.calibration import MechanismSpec, calibrate_plan
+from raydp_synth.privacy.calibration import MechanismSpec, PlanPrice, calibrate_plan
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 
 if TYPE_CHECKING:
@@ -103,6 +103,7 @@ class Method(ABC):
         delta: float,
         data: DataInfo,
         score_share: float = 0.0,
+        price: PlanPrice | None = None,
     ) -> PrivacyPlan:
         """The calibrated privacy plan of one run; reads no sensitive data.
 
@@ -110,9 +111,12 @@ class Method(ABC):
             score_share: fraction of the budget for the private selection score
                 (a ``Gaussian(sigma_score)`` release, accounting.md "The selection
                 score"); 0 when the run scores on public data or not at all.
+            price: what must stay <= epsilon (default: the plan's own epsilon; a
+                study prices the plan within the whole search, see
+                :func:`~raydp_synth.privacy.calibration.calibrate_plan`).
         """
         specs = with_score_mechanism(self.schedule(config, data), score_share)
-        return calibrate_plan(specs, epsilon=epsilon, delta=delta)
+        return calibrate_plan(specs, epsilon=epsilon, delta=delta, price=price)
 
     def non_private_plan(
         self, config: Any, *, delta: float, data: DataInfo, score: bool = True

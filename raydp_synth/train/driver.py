@@ -23,7 +23,7 @@ import math
 import os
 import secrets
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,11 +42,12 @@ from raydp_synth.evaluation.selection import (
 from raydp_synth.methods import DataInfo, get_method
 from raydp_synth.methods.base import config_to_dict
 from raydp_synth.privacy.accounting import validate_delta
+from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.release import TrainedGenerator, privacy_statement, write_release
 from raydp_synth.train.context import derived_seed
 from raydp_synth.train.worker import CHECKPOINT_METRICS, CHECKPOINT_STATE, train_loop_per_worker
 
-__all__ = ["RunResult", "TrainRequest", "run_training"]
+__all__ = ["RunResult", "TrainRequest", "fit_on_ray_train", "public_records", "run_training"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,7 +136,67 @@ def _owner_only_files() -> Iterator[None]:
         os.umask(previous)
 
 
-def _public_records(spec: str, *, like: ImageDataset, seed: int) -> ImageDataset:
+def fit_on_ray_train(
+    *,
+    method: str,
+    config: Any,
+    data: DataInfo,
+    plan: PrivacyPlan,
+    dataset: str,
+    data_seed: int,
+    dp_seed: int,
+    workers: int,
+    use_gpu: bool,
+    cpus_per_worker: float,
+    storage: Path,
+    name: str,
+    callbacks: Sequence[Any] = (),
+) -> tuple[dict[str, Any], list[dict[str, float]]]:
+    """Run a method's DP loop as a Ray Train ``TorchTrainer``; return the final
+    checkpoint's state and the metrics history.
+
+    The plan must already be granted (the caller's job). The secret ``dp_seed``
+    reaches the workers through the object store, never in a persisted config.
+    """
+    import ray
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    payload = {
+        "method": method,
+        "config": config_to_dict(config),
+        "data_info": data.__dict__,
+        "plan": plan.to_dict(),
+        "dataset": dataset,
+        "data_seed": data_seed,
+        "use_gpu": use_gpu,
+        # A reference, not the value: the secret never enters a persisted config.
+        "dp_seed_ref": ray.put(dp_seed),
+        "threads_per_worker": max(1, int(cpus_per_worker)),
+    }
+    trainer = TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config=payload,
+        scaling_config=ScalingConfig(
+            num_workers=workers,
+            use_gpu=use_gpu,
+            resources_per_worker={"CPU": cpus_per_worker, **({"GPU": 1} if use_gpu else {})},
+        ),
+        # No automatic retries: a retried run would release its mechanisms again,
+        # beyond its plan (the tuner charges every attempt explicitly instead).
+        run_config=RunConfig(name=name, storage_path=str(storage), callbacks=list(callbacks),
+                             failure_config=FailureConfig(max_failures=0)),
+    )
+    result = trainer.fit()
+    if result.checkpoint is None:
+        raise RuntimeError(f"training finished without a checkpoint: {result.error}")
+    with result.checkpoint.as_directory() as ckpt:
+        state = torch.load(Path(ckpt) / CHECKPOINT_STATE, map_location="cpu")
+        metrics = json.loads((Path(ckpt) / CHECKPOINT_METRICS).read_text())
+    return state, metrics
+
+
+def public_records(spec: str, *, like: ImageDataset, seed: int) -> ImageDataset:
     """Every record of a dataset the user declared public, shaped like ``like``."""
     public = load_dataset(spec, image_size=like.image_shape[1], seed=seed, public=True)
     if public.train.image_shape != like.image_shape or public.train.num_classes != like.num_classes:
@@ -176,7 +237,7 @@ def _run_training(request: TrainRequest) -> RunResult:
     config = method.make_config({**request.settings, "seed": request.settings.get("seed", request.seed)}, data)
     score_split = splits.val
     if request.public_validation is not None:
-        score_split = _public_records(request.public_validation, like=train, seed=request.seed)
+        score_split = public_records(request.public_validation, like=train, seed=request.seed)
     score_share = 0.0 if score_split.public else request.score_share
     if request.non_private:
         plan = method.non_private_plan(config, delta=request.delta, data=data,
@@ -219,42 +280,13 @@ def _run_training(request: TrainRequest) -> RunResult:
     # The run's secret seed of its DP randomness: never written anywhere.
     dp_seed = request.dp_seed if request.dp_seed is not None else secrets.randbits(63)
 
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
-
-    cpus_per_worker = min(1.0, total_cpus / request.workers)
-    payload = {
-        "method": method.name,
-        "config": config_to_dict(config),
-        "data_info": data.__dict__,
-        "plan": plan.to_dict(),
-        "dataset": str(request.dataset),
-        "data_seed": request.seed,
-        "use_gpu": request.use_gpu,
-        # A reference, not the value: the secret never enters a persisted config.
-        "dp_seed_ref": ray.put(dp_seed),
-        "threads_per_worker": max(1, int(cpus_per_worker)),
-    }
-    trainer = TorchTrainer(
-        train_loop_per_worker,
-        train_loop_config=payload,
-        scaling_config=ScalingConfig(
-            num_workers=request.workers,
-            use_gpu=request.use_gpu,
-            resources_per_worker={"CPU": cpus_per_worker, **({"GPU": 1} if request.use_gpu else {})},
-        ),
-        # No automatic retries: a retried run would release its mechanisms again,
-        # beyond its plan (the tuner charges every attempt explicitly instead).
-        run_config=RunConfig(name="train", storage_path=str(out / "ray"),
-                             failure_config=FailureConfig(max_failures=0)),
-    )
     start = time.monotonic()
-    result = trainer.fit()
-    if result.checkpoint is None:
-        raise RuntimeError(f"training finished without a checkpoint: {result.error}")
-    with result.checkpoint.as_directory() as ckpt:
-        state = torch.load(Path(ckpt) / CHECKPOINT_STATE, map_location="cpu")
-        metrics = json.loads((Path(ckpt) / CHECKPOINT_METRICS).read_text())
+    state, metrics = fit_on_ray_train(
+        method=method.name, config=config, data=data, plan=plan, dataset=str(request.dataset),
+        data_seed=request.seed, dp_seed=dp_seed, workers=request.workers,
+        use_gpu=request.use_gpu, cpus_per_worker=min(1.0, total_cpus / request.workers),
+        storage=out / "ray", name="train",
+    )
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     generator = TrainedGenerator.build(
         method=method.name, config=config_to_dict(config), data_info=data.__dict__,

@@ -1,0 +1,81 @@
+"""``python -m raydp_synth.tune METHOD ...``: a hyperparameter search under one budget.
+
+Works as a plain local command (it starts a local Ray when none is reachable) and
+under ``ray job submit -- python -m raydp_synth.tune dpaf ...`` on a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from raydp_synth.cli import run_cli
+
+__all__ = ["main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m raydp_synth.tune",
+        description="Search a DP image generator's hyperparameters with Ray Tune + Optuna, "
+        "charging every trial and the selection to one privacy budget, and release the best "
+        "trial's generator with the privacy statement of the whole search.",
+    )
+    parser.add_argument("method", help="registered method, e.g. dpaf")
+    parser.add_argument("--epsilon", type=float, default=10.0,
+                        help="total privacy budget of the whole search (default 10)")
+    parser.add_argument("--delta", type=float, default=1e-5, help="total delta, < 1/n (default 1e-5)")
+    parser.add_argument("--trials", type=int, default=8,
+                        help="compose: at most this many trials; random-stopping: their mean "
+                        "(default 8)")
+    parser.add_argument("--selection", default="compose", choices=("compose", "random-stopping"),
+                        help="how the search is priced (default compose; see docs/privacy.md)")
+    parser.add_argument("--distribution", default="poisson",
+                        help="random-stopping's trial-count law: poisson | geometric | "
+                        "logarithmic | tnb:ETA (default poisson)")
+    parser.add_argument("--sampler", default=None, choices=("tpe", "random"),
+                        help="Optuna sampler (default tpe; random for --selection random-stopping)")
+    parser.add_argument("--search-space", type=Path, default=None,
+                        help="YAML search space (default search_spaces/METHOD.yaml)")
+    parser.add_argument("--max-concurrent", type=int, default=1, help="trials at once (default 1)")
+    parser.add_argument("--workers-per-trial", type=int, default=1,
+                        help="Ray Train workers per trial (default 1)")
+    parser.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
+    parser.add_argument("--dataset", default="digits",
+                        help="digits (default, embedded) | idx:DIR | folder:DIR | parquet:URI")
+    parser.add_argument("--storage", type=Path, default=Path("studies"),
+                        help="parent folder of study directories (default ./studies)")
+    parser.add_argument("--name", default=None, help="study name (default METHOD-TIME)")
+    parser.add_argument("--resume", action="store_true", help="continue the study --name")
+    parser.add_argument("--seed", type=int, default=0, help="public seed (split, init, sampler)")
+    parser.add_argument("--score-share", type=float, default=None,
+                        help="budget fraction of each trial's private selection score (default 0.05)")
+    parser.add_argument("--score-classifier", default=None, choices=("logreg", "mlp", "cnn"),
+                        help="classifier trained on synthetic data for the score (default logreg)")
+    parser.add_argument("--public-validation", default=None, metavar="DATASET",
+                        help="a dataset declared public to score on at no privacy cost")
+    parser.add_argument("--no-eval", action="store_true",
+                        help="skip the curator's evaluation of the released trial")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from raydp_synth.tune.study import StudyRequest, run_study
+
+    sampler = args.sampler or ("random" if args.selection == "random-stopping" else "tpe")
+    run_study(StudyRequest(
+        method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
+        selection=args.selection, distribution=args.distribution, sampler=sampler,
+        search_space=args.search_space, max_concurrent=args.max_concurrent,
+        workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu, dataset=args.dataset,
+        storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,
+        public_validation=args.public_validation, evaluate=not args.no_eval,
+        **({"score_share": args.score_share} if args.score_share is not None else {}),
+        **({"score_classifier": args.score_classifier} if args.score_classifier else {}),
+    ))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

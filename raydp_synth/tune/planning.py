@@ -1,0 +1,122 @@
+"""How a study sizes each trial's plan so that the whole search fits one budget.
+
+Two pricing modes (accounting.md, "Two ways to price the search"):
+
+* ``compose``: the study's total is the RDP composition of every granted plan
+  (adaptive composition: a later config is post-processing of earlier DP outputs).
+  A trial is calibrated so that the plans granted so far, composed with
+  ``remaining`` copies of its own plan, meet the budget: the first trial gets
+  about 1/N of it, and budget that earlier trials left unused flows to later ones.
+  The accountant re-prices the actual composition and refuses what would overspend.
+* ``random-stopping`` (Papernot & Steinke 2022): the study releases the best of K
+  i.i.d. runs of one mechanism Q, K random with mean ``trials``. The reference plan
+  E_ref (the default configuration's plan) is calibrated so that
+  ``RepeatAndSelectDpEvent(E_ref, mean, shape)`` meets the budget; every trial's plan
+  is calibrated to be dominated by E_ref at every RDP order of the accountant's grid,
+  so every trial is "at most Q" and the theorem applies.
+
+Everything here is computed from public quantities (configs, dataset size) and
+from the ledger's plans: no sensitive data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import dp_accounting as dpa
+import numpy as np
+from dp_accounting import dp_event
+
+from raydp_synth.accountant.pricing import rdp_curve
+from raydp_synth.methods.base import DataInfo, Method
+from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.plan import PrivacyPlan
+
+__all__ = ["dominance_ratio", "plan_for_compose", "plan_dominated_by", "reference_plan", "rdp_vector"]
+
+
+def rdp_vector(event: dpa.DpEvent) -> np.ndarray:
+    """The event's RDP epsilon at each order of the accountant's grid."""
+    return np.asarray(rdp_curve(event), dtype=np.float64)
+
+
+def dominance_ratio(event: dpa.DpEvent, reference: np.ndarray) -> float:
+    """max over the accountant's orders of RDP(event) / RDP(reference); <= 1 iff
+    the event is dominated by the reference at every order."""
+    curve = rdp_vector(event)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(reference > 0, curve / reference, np.where(curve > 0, np.inf, 0.0))
+    return float(np.max(ratio))
+
+
+def plan_for_compose(
+    method: Method,
+    config: Any,
+    data: DataInfo,
+    *,
+    budget_epsilon: float,
+    delta: float,
+    granted: Sequence[dpa.DpEvent],
+    remaining_trials: int,
+    score_share: float,
+) -> PrivacyPlan:
+    """A trial's plan such that ``granted + remaining_trials x plan`` meets the budget."""
+    copies = max(1, remaining_trials)
+    prefix = list(granted)
+
+    def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
+        event = dpa.ComposedDpEvent([*prefix, dpa.SelfComposedDpEvent(plan.event(), copies)])
+        return epsilon_of(event, delta=delta, orders=orders)
+
+    plan = method.plan(config, epsilon=budget_epsilon, delta=delta, data=data,
+                       score_share=score_share, price=price)
+    return replace(plan, target_epsilon=plan.epsilon())
+
+
+def reference_plan(
+    method: Method,
+    config: Any,
+    data: DataInfo,
+    *,
+    budget_epsilon: float,
+    delta: float,
+    mean_trials: float,
+    shape: float,
+    score_share: float,
+) -> PrivacyPlan:
+    """E_ref: the plan of ``config`` whose random-stopping total meets the budget."""
+
+    def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
+        event = dp_event.RepeatAndSelectDpEvent(plan.event(), mean_trials, shape)
+        return epsilon_of(event, delta=delta, orders=orders)
+
+    plan = method.plan(config, epsilon=budget_epsilon, delta=delta, data=data,
+                       score_share=score_share, price=price)
+    return replace(plan, target_epsilon=plan.epsilon())
+
+
+def plan_dominated_by(
+    method: Method,
+    config: Any,
+    data: DataInfo,
+    *,
+    reference_event: dpa.DpEvent,
+    delta: float,
+    score_share: float,
+) -> PrivacyPlan:
+    """A trial's plan, as little noised as possible while dominated by E_ref at every
+    order of the accountant's grid (the accountant checks the same condition)."""
+    reference = rdp_vector(reference_event)
+    margin = 1 - 1e-6  # the accountant's check must pass despite float round-off
+
+    def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
+        return dominance_ratio(plan.event(), reference) / margin
+
+    plan = method.plan(config, epsilon=1.0, delta=delta, data=data, score_share=score_share,
+                       price=price)
+    eps = plan.epsilon()
+    assert math.isfinite(eps)
+    return replace(plan, target_epsilon=eps)

@@ -1,0 +1,345 @@
+"""One study: a hyperparameter search under one privacy budget, and its release.
+
+Layout of the study directory (owner-only; design.md 8)::
+
+    STUDY/ledger.jsonl     the accountant's durable ledger (curator-only)
+    STUDY/study.json       the request, the search space, the reference plan
+    STUDY/tune/            Ray Tune's experiment (trial results, checkpoints)
+    STUDY/trials/ID/       each trial's Ray Train run
+    STUDY/release/         the best trial's generator, with the privacy statement
+                           of the WHOLE search (computed by the accountant)
+    STUDY/run.json, score.json, evaluation.json, privacy_utility.png
+                           the curator's view of the released trial
+
+The search itself is post-processing of DP outputs: Optuna only sees the trials'
+private selection scores (DP releases in their plans), and the accountant prices
+every grant (design.md 5, accounting.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from raydp_synth.errors import BudgetExhausted, ConfigError
+from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER, DEFAULT_SCORE_SHARE
+
+__all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "run_study"]
+
+SELECTIONS = ("compose", "random-stopping")
+SAMPLERS = ("tpe", "random")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyRequest:
+    """A validated study request (the tune CLI's arguments).
+
+    Attributes:
+        method: registered method name.
+        epsilon, delta: the total budget of the whole search.
+        trials: N_max (compose) or the mean number of trials (random-stopping).
+        selection: how the search is priced (``compose`` | ``random-stopping``).
+        distribution: random-stopping's trial-count law (poisson, geometric,
+            logarithmic, tnb:ETA).
+        sampler: Optuna sampler (``tpe`` adaptive, ``random`` non-adaptive).
+        search_space: YAML file (None: ``search_spaces/<method>.yaml``).
+        max_concurrent: trials at once.
+        workers_per_trial: Ray Train workers per trial.
+        use_gpu: one GPU per worker.
+        dataset: dataset spec.
+        storage: parent folder of study directories (shared storage on a cluster).
+        name: study name (folder, accountant actor name).
+        resume: continue an interrupted study (same ledger).
+        seed: public seed (data split, initialisation, the sampler).
+        score_share, score_classifier, public_validation: the selection score.
+        evaluate: evaluate the released trial (curator-only) at the end.
+    """
+
+    method: str
+    epsilon: float
+    delta: float
+    trials: int = 8
+    selection: str = "compose"
+    distribution: str = "poisson"
+    sampler: str = "tpe"
+    search_space: Path | None = None
+    max_concurrent: int = 1
+    workers_per_trial: int = 1
+    use_gpu: bool = False
+    dataset: str = "digits"
+    storage: Path = Path("studies")
+    name: str | None = None
+    resume: bool = False
+    seed: int = 0
+    score_share: float = DEFAULT_SCORE_SHARE
+    score_classifier: str = DEFAULT_SCORE_CLASSIFIER
+    public_validation: str | None = None
+    evaluate: bool = True
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise ConfigError(f"--epsilon {self.epsilon} must be a finite number > 0")
+        if not (math.isfinite(self.delta) and 0 < self.delta < 1):
+            raise ConfigError(f"--delta {self.delta} must be in (0, 1)")
+        if self.trials < 1:
+            raise ConfigError(f"--trials {self.trials} must be >= 1")
+        if self.selection not in SELECTIONS:
+            raise ConfigError(f"--selection {self.selection!r} must be one of {', '.join(SELECTIONS)}")
+        if self.sampler not in SAMPLERS:
+            raise ConfigError(f"--sampler {self.sampler!r} must be one of {', '.join(SAMPLERS)}")
+        if self.selection == "random-stopping" and self.sampler != "random":
+            raise ConfigError(
+                f"--selection random-stopping needs i.i.d. trials, but --sampler {self.sampler} "
+                "adapts to earlier scores; use --sampler random, or --selection compose "
+                "(valid for every sampler)"
+            )
+        if self.max_concurrent < 1 or self.workers_per_trial < 1:
+            raise ConfigError("--max-concurrent and --workers-per-trial must be >= 1")
+        if not (math.isfinite(self.score_share) and 0 < self.score_share < 1):
+            raise ConfigError(f"--score-share {self.score_share} must be in (0, 1), e.g. 0.05")
+        if self.name is not None and (not self.name or "/" in self.name or self.name.startswith(".")):
+            raise ConfigError(f"--name {self.name!r} must be a plain folder name")
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    study_dir: Path
+    statement: dict[str, Any]
+    best_trial: str | None
+    best_score: float | None
+    trials: list[dict[str, Any]]
+
+
+class _BudgetAwareSearch:
+    """Wraps a Tune searcher: stops suggesting once the accountant can grant no
+    further trial, so the study ends without killing trials already granted."""
+
+    def __new__(cls, inner: Any, study_name: str) -> Any:
+        from ray.tune.search import Searcher
+
+        class BudgetAwareSearch(Searcher):
+            def __init__(self) -> None:
+                super().__init__(metric=inner.metric, mode=inner.mode)
+                self.inner = inner
+
+            def set_search_properties(self, metric, mode, config, **spec):  # type: ignore[no-untyped-def]
+                return self.inner.set_search_properties(metric, mode, config, **spec)
+
+            def suggest(self, trial_id: str):  # type: ignore[no-untyped-def]
+                import ray
+
+                from raydp_synth.accountant import get_accountant
+
+                status = ray.get(get_accountant(study_name).status.remote())
+                if not status["can_grant"]:
+                    return Searcher.FINISHED
+                return self.inner.suggest(trial_id)
+
+            def on_trial_result(self, trial_id: str, result: dict) -> None:
+                pass  # per-epoch training metrics: no pruning on them (FIFO)
+
+            def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                                  error: bool = False) -> None:
+                if result is not None and not math.isfinite(result.get("score", 0.0)):
+                    result = {**result, "score": -1.0}  # Optuna wants finite values
+                self.inner.on_trial_complete(trial_id, result=result, error=error)
+
+            def save(self, checkpoint_path: str) -> None:
+                self.inner.save(checkpoint_path)
+
+            def restore(self, checkpoint_path: str) -> None:
+                self.inner.restore(checkpoint_path)
+
+        return BudgetAwareSearch()
+
+
+def _owner_only_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+
+
+def run_study(request: StudyRequest) -> StudyResult:
+    """Run (or resume) a study and write its release."""
+    previous = os.umask(0o077)  # everything a study writes is owner-only
+    try:
+        return _run_study(request)
+    finally:
+        os.umask(previous)
+
+
+def _run_study(request: StudyRequest) -> StudyResult:
+    from raydp_synth.accountant.pricing import parse_distribution
+    from raydp_synth.data import load_dataset
+    from raydp_synth.methods import DataInfo, get_method
+    from raydp_synth.privacy.accounting import validate_delta
+    from raydp_synth.privacy.events import event_to_json
+    from raydp_synth.tune.planning import reference_plan
+    from raydp_synth.tune.search_space import load_search_space, make_sampler
+
+    method = get_method(request.method)
+    shape = parse_distribution(request.distribution)
+    splits = load_dataset(request.dataset, seed=request.seed)
+    train = splits.train
+    data = DataInfo(num_records=len(train), image_size=train.image_shape[1],
+                    channels=train.image_shape[0], num_classes=train.num_classes)
+    validate_delta(request.delta, dataset_size=data.num_records)
+    space = load_search_space(request.search_space, method.name, data)
+    name = request.name or f"{method.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    study_dir = (request.storage / name).resolve()
+    if request.resume:
+        if not (study_dir / "study.json").is_file():
+            raise ConfigError(f"--resume: {study_dir} holds no study; check --storage and --name")
+    elif study_dir.exists() and any(study_dir.iterdir()):
+        raise ConfigError(f"study {study_dir} already exists; pass --resume to continue it "
+                          "or choose a new --name")
+    if request.public_validation:
+        from raydp_synth.train.driver import public_records
+
+        public_records(request.public_validation, like=train, seed=request.seed)  # validates
+    score_share = 0.0 if request.public_validation else request.score_share
+
+    reference = None
+    if request.selection == "random-stopping":
+        default = method.make_config({**space.fixed, "seed": request.seed}, data)
+        reference = reference_plan(method, default, data, budget_epsilon=request.epsilon,
+                                   delta=request.delta, mean_trials=float(request.trials),
+                                   shape=shape, score_share=score_share)
+    for note in space.notes:
+        print(f"[raydp_synth] search space: {note}")
+
+    from raydp_synth.train.ray_session import ensure_ray
+
+    total_cpus = ensure_ray()
+    import ray
+    from ray import tune
+    from ray.tune.schedulers import FIFOScheduler
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.optuna import OptunaSearch
+
+    from raydp_synth.accountant import get_or_create_accountant
+    from raydp_synth.tune.trial import run_trial
+
+    _owner_only_dir(study_dir)
+    accountant = get_or_create_accountant(
+        str(study_dir), name, epsilon=request.epsilon, delta=request.delta,
+        mode=request.selection, trials=request.trials, distribution=request.distribution,
+        reference_event=event_to_json(reference.event()) if reference is not None else None,
+    )
+    ray.get(accountant.status.remote())  # surfaces a ledger/settings mismatch now
+    if not request.resume:
+        (study_dir / "study.json").write_text(json.dumps({
+            "request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()},
+            "data_info": data.__dict__, "search_space": str(space.path),
+            "reference_plan": reference.to_dict() if reference is not None else None,
+        }, indent=2))
+    concurrent = request.max_concurrent
+    cpus_per_worker = max(0.05, min(1.0, (total_cpus - 0.01 * concurrent)
+                                    / (concurrent * request.workers_per_trial)))
+    payload = {
+        "name": name, "study_dir": str(study_dir), "method": method.name,
+        "data_info": data.__dict__, "dataset": request.dataset, "seed": request.seed,
+        "epsilon": request.epsilon, "delta": request.delta, "selection": request.selection,
+        "trials": request.trials, "space": space, "workers": request.workers_per_trial,
+        "use_gpu": request.use_gpu, "cpus_per_worker": cpus_per_worker,
+        "score_share": score_share, "score_classifier": request.score_classifier,
+        "public_validation": request.public_validation,
+        "reference_event": event_to_json(reference.event()) if reference is not None else None,
+    }
+    # Per-epoch reports carry the training metrics; the score comes with the last one.
+    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
+    trainable = tune.with_resources(tune.with_parameters(run_trial, study=payload),
+                                    {"CPU": 0.01})
+    # TPE's default of 10 random start-up trials would make a small study a random search.
+    startup = min(10, max(2, request.trials // 3)) if request.sampler == "tpe" else None
+    optuna_search = OptunaSearch(space=space.define_by_run, metric="score", mode="max",
+                                 sampler=make_sampler(request.sampler, request.seed,
+                                                      n_startup_trials=startup))
+    searcher = ConcurrencyLimiter(_BudgetAwareSearch(optuna_search, name),
+                                  max_concurrent=concurrent)
+    # compose: at most N_max trials; random-stopping: K (secret, in the accountant)
+    # ends the study through the searcher; the cap only bounds refused proposals.
+    num_samples = request.trials if request.selection == "compose" else 20 * request.trials + 50
+    tune_dir = study_dir / "tune"
+    if request.resume and tune_dir.is_dir():
+        # Unfinished or errored trials are never rerun: their grants count as spent.
+        tuner = tune.Tuner.restore(str(tune_dir), trainable=trainable, resume_unfinished=False,
+                                   resume_errored=False, restart_errored=False)
+    else:
+        tuner = tune.Tuner(
+            trainable,
+            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
+                                        num_samples=num_samples),
+            run_config=tune.RunConfig(name="tune", storage_path=str(study_dir),
+                                      failure_config=tune.FailureConfig(max_failures=0)),
+        )
+    print(f"[raydp_synth] study {name}: {method.name} on {request.dataset}, epsilon={request.epsilon:g} "
+          f"delta={request.delta:g} for the whole search ({request.selection}, "
+          f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)")
+    grid = tuner.fit()
+    return _release_best(request, study_dir, grid, accountant, name)
+
+
+def _release_best(request: StudyRequest, study_dir: Path, grid: Any, accountant: Any,
+                  name: str) -> StudyResult:
+    import ray
+    import torch
+
+    from raydp_synth.release import TrainedGenerator, write_release
+    from raydp_synth.tune.trial import TRIAL_CHECKPOINT
+
+    trials: list[dict[str, Any]] = []
+    best: tuple[float, Any] | None = None
+    for result in grid:
+        metrics = result.metrics or {}
+        score = metrics.get("score")
+        trial_id = metrics.get("trial_id") or (result.path and Path(result.path).name)
+        trials.append({"trial": trial_id, "score": score, "granted": metrics.get("granted"),
+                       "error": str(result.error) if result.error else None})
+        if result.error is None and result.checkpoint is not None and score is not None \
+                and math.isfinite(score) and (best is None or score > best[0]):
+            best = (score, result)
+    statement = ray.get(accountant.statement.remote())
+    if best is None:
+        raise BudgetExhausted(
+            f"no trial of study {name} finished with a score (see {study_dir / 'tune'}); "
+            "the budget they were granted stays spent"
+        )
+    score, result = best
+    with result.checkpoint.as_directory() as ckpt:
+        info = json.loads((Path(ckpt) / TRIAL_CHECKPOINT).read_text())
+        state = torch.load(Path(ckpt) / "generator.pt", map_location="cpu")
+    generator = TrainedGenerator.build(**info["generator"], state_dict=state)
+    full = {
+        "epsilon": statement["epsilon"],
+        "delta": statement["delta"],
+        "private": True,
+        "scope": "the whole hyperparameter search (every trial, its selection score, and the "
+                 "choice of the best trial), priced by the study's accountant from its ledger",
+        "pricing": statement,
+        "accountant": "dp_accounting.rdp.RdpAccountant (default orders)",
+        "neighbouring_relation": "add or remove one record",
+        "dataset": request.dataset,
+        "released_trial_plan": info["plan"],
+    }
+    write_release(study_dir / "release", generator=generator, statement=full,
+                  num_synthetic=generator.data.num_records, seed=request.seed)
+    trial_id = info["trial_id"]
+    (study_dir / "run.json").write_text(json.dumps({
+        "method": request.method, "dataset": request.dataset, "seed": request.seed,
+        "study": name, "released_trial": trial_id, "checkpoints": f"trials/{trial_id}",
+    }, indent=2))
+    (study_dir / "score.json").write_text(json.dumps(info["score"], indent=2))
+    print(f"[raydp_synth] released trial {trial_id} (private score {score:.4f}) to "
+          f"{study_dir / 'release'}; the whole search is ({statement['epsilon']:.4f}, "
+          f"{statement['delta']:g})-DP ({statement['mode']})")
+    if request.evaluate:
+        from raydp_synth.evaluation.report import evaluate_run, format_table
+
+        print(format_table(evaluate_run(study_dir)))
+    return StudyResult(study_dir=study_dir, statement=full, best_trial=trial_id,
+                       best_score=score, trials=trials)

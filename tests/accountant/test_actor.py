@@ -1,0 +1,370 @@
+"""The budget accountant as a real, detached Ray actor (no mocks)."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from pathlib import Path
+
+import dp_accounting as dpa
+import pytest
+import ray
+from dp_accounting import dp_event
+from dp_accounting.rdp import RdpAccountant
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raydp_synth.accountant import (
+    LEDGER_NAME,
+    BudgetAccountant,
+    Ledger,
+    get_accountant,
+    get_or_create_accountant,
+)
+from raydp_synth.accountant.actor import (
+    REASON_BUDGET,
+    REASON_CHANGED,
+    REASON_NOT_DOMINATED,
+    REASON_RERUN,
+    REASON_TRIAL_COUNT,
+)
+from raydp_synth.errors import ConfigError
+from raydp_synth.privacy.events import event_from_json, event_to_json, subsampled_gaussian_event
+
+pytestmark = pytest.mark.ray
+
+DELTA = 1e-5
+
+
+def _plan(sigma: float, q: float, steps: int) -> dict:
+    return event_to_json(
+        subsampled_gaussian_event(noise_multiplier=sigma, sample_rate=q, num_steps=steps)
+    )
+
+
+def _epsilon(events: list[dict]) -> float:
+    """The composition of serialised events, straight from dp-accounting."""
+    accountant = RdpAccountant()
+    for event in events:
+        accountant.compose(event_from_json(event))
+    return accountant.get_epsilon(DELTA)
+
+
+def _name(prefix: str) -> str:
+    return f"test-{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def _compose(budget: float, trials: int = 10) -> dict:
+    return {"epsilon": budget, "delta": DELTA, "mode": "compose", "trials": trials}
+
+
+def _grants(study_dir: Path) -> list[dict]:
+    return [e for e in Ledger(study_dir / LEDGER_NAME).entries() if e["kind"] == "grant"]
+
+
+def _pid(handle) -> int:
+    import os
+
+    return ray.get(handle.__ray_call__.remote(lambda self: os.getpid()))
+
+
+def _replay_check(entries: list[dict], plans: dict[str, dict], budget: float) -> RdpAccountant:
+    """Replay the ledger in order with dp-accounting: every grant fits, every refusal
+    could not have fit at the time it was made, and nothing is granted twice."""
+    assert entries[0]["kind"] == "study"
+    accountant = RdpAccountant()
+    granted: set[str] = set()
+    for entry in entries[1:]:
+        trial = entry["trial_id"]
+        if entry["kind"] == "grant":
+            assert trial not in granted, f"{trial} charged twice"
+            assert entry["event"] == plans[trial]
+            accountant.compose(event_from_json(entry["event"]))
+            assert accountant.get_epsilon(DELTA) <= budget
+            granted.add(trial)
+        else:
+            assert entry["kind"] == "refusal"
+            assert entry["reason"].startswith(REASON_BUDGET), entry["reason"]
+            assert trial not in granted  # the same plan is never refused after a grant
+            probe = copy.deepcopy(accountant)
+            probe.compose(event_from_json(plans[trial]))
+            assert probe.get_epsilon(DELTA) > budget
+    return accountant
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    plans=st.lists(
+        st.tuples(
+            st.floats(0.8, 2.0),
+            st.floats(0.01, 0.1),
+            st.integers(10, 300),
+            st.booleans(),  # also sent a second time, as a retry would
+        ),
+        min_size=2,
+        max_size=8,
+    ),
+    budget=st.floats(0.5, 4.0),
+)
+def test_never_overspends_under_concurrent_requests(ray_local, tmp_path_factory, plans, budget):
+    study_dir = tmp_path_factory.mktemp("study")
+    handle = get_or_create_accountant(study_dir, _name("concurrent"), **_compose(budget))
+    try:
+        by_trial = {f"t{i}": _plan(s, q, n) for i, (s, q, n, _) in enumerate(plans)}
+        calls = list(by_trial.items()) + [
+            (f"t{i}", by_trial[f"t{i}"]) for i, p in enumerate(plans) if p[3]
+        ]
+
+        @ray.remote(num_cpus=1)  # the pooled workers: no process start-up per example
+        def ask(accountant, batch):
+            return ray.get([accountant.request.remote(t, e) for t, e in batch])
+
+        batches = [calls[0::2], calls[1::2]]
+        replies = [r for rs in ray.get([ask.remote(handle, b) for b in batches]) for r in rs]
+
+        entries = Ledger(study_dir / LEDGER_NAME).entries()
+        accountant = _replay_check(entries, by_trial, budget)
+        granted = {e["trial_id"] for e in entries if e["kind"] == "grant"}
+        spent = accountant.get_epsilon(DELTA) if granted else 0.0
+        assert spent <= budget
+        for reply in replies:
+            assert reply["granted"] == (reply["trial_id"] in granted)
+        # at least: the final state plus any refused plan exceeds the budget
+        for trial in set(by_trial) - granted:
+            assert _epsilon([by_trial[t] for t in granted] + [by_trial[trial]]) > budget
+        statement = ray.get(handle.statement.remote())
+        assert statement["epsilon"] == spent
+        assert statement["trials_granted"] == len(granted)
+        status = ray.get(handle.status.remote())
+        assert status["trials_refused"] == len(by_trial) - len(granted)
+        assert status["remaining_epsilon"] == pytest.approx(budget - spent)
+    finally:
+        ray.kill(handle, no_restart=True)
+
+
+def test_refuses_at_exhaustion_with_a_clear_reason(ray_local, tmp_path):
+    plan = _plan(1.0, 0.05, 100)
+    budget = _epsilon([plan, plan])  # exactly two copies fit
+    name = _name("exhaust")
+    handle = get_or_create_accountant(tmp_path, name, **_compose(budget, trials=2))
+    try:
+        assert get_accountant(name) == handle
+        first = ray.get(handle.request.remote("a", plan))
+        assert first == {
+            "granted": True,
+            "reason": None,
+            "trial_id": "a",
+            "spent_epsilon": _epsilon([plan]),
+        }
+        assert ray.get(handle.request.remote("b", plan))["granted"]
+        third = ray.get(handle.request.remote("c", plan))
+        assert not third["granted"]
+        assert third["reason"].startswith(f"{REASON_BUDGET}: granting this plan")
+        assert third["spent_epsilon"] == budget
+        status = ray.get(handle.status.remote())
+        assert status["spent_epsilon"] == budget and status["remaining_epsilon"] == 0.0
+        assert status["trials_granted"] == 2 and status["trials_refused"] == 1
+        assert not status["can_grant"]
+        tiny = _plan(50.0, 0.001, 1)  # the budget is used up exactly: nothing fits
+        assert not ray.get(handle.request.remote("d", tiny))["granted"]
+        assert [g["trial_id"] for g in _grants(tmp_path)] == ["a", "b"]
+    finally:
+        ray.kill(handle, no_restart=True)
+    with pytest.raises(ConfigError, match="no budget accountant"):
+        get_accountant(name)
+
+
+def test_idempotent_retries_charge_once(ray_local, tmp_path):
+    plan = _plan(1.0, 0.05, 100)
+    handle = get_or_create_accountant(tmp_path, _name("retry"), **_compose(10.0))
+    try:
+        replies = ray.get([handle.request.remote("t1", plan) for _ in range(4)])
+        assert all(r["granted"] for r in replies)
+        assert {r["spent_epsilon"] for r in replies} == {_epsilon([plan])}
+        changed = ray.get(handle.request.remote("t1", _plan(0.9, 0.05, 100)))
+        assert not changed["granted"] and changed["reason"].startswith(REASON_CHANGED)
+        assert ray.get(handle.request.remote("t1", plan))["granted"]
+        assert [g["trial_id"] for g in _grants(tmp_path)] == ["t1"]
+        status = ray.get(handle.status.remote())
+        assert status["trials_granted"] == 1 and status["trials_refused"] == 0
+    finally:
+        ray.kill(handle, no_restart=True)
+
+
+def test_a_granted_trial_is_never_rerun_under_another_attempt(ray_local, tmp_path):
+    """A retried call (same attempt nonce) gets its grant back; a rerun of the trial
+    (a new attempt) is refused, also after the actor restarts from the ledger."""
+    plan = _plan(1.0, 0.05, 100)
+    handle = get_or_create_accountant(tmp_path, _name("rerun"), **_compose(10.0))
+    try:
+        assert ray.get(handle.request.remote("t1", plan, attempt="a1"))["granted"]
+        assert ray.get(handle.request.remote("t1", plan, attempt="a1"))["granted"]
+        rerun = ray.get(handle.request.remote("t1", plan, attempt="a2"))
+        assert not rerun["granted"] and rerun["reason"].startswith(REASON_RERUN)
+        ray.kill(handle, no_restart=False)
+        rerun = ray.get(handle.request.remote("t1", plan, attempt="a3"))
+        assert not rerun["granted"] and rerun["reason"].startswith(REASON_RERUN)
+        assert ray.get(handle.granted_events.remote()) == [plan]
+        assert [g["trial_id"] for g in _grants(tmp_path)] == ["t1"]
+    finally:
+        ray.kill(handle, no_restart=True)
+
+
+def test_rebuilds_from_the_ledger_after_a_crash(ray_local, tmp_path):
+    plans = {f"t{i}": _plan(1.0 + 0.05 * i, 0.05, 100) for i in range(12)}
+    budget = _epsilon([plans["t0"]] * 5)
+    handle = get_or_create_accountant(tmp_path, _name("crash"), **_compose(budget))
+    try:
+        assert ray.get(handle.request.remote("t0", plans["t0"]))["granted"]
+        assert ray.get(handle.request.remote("t1", plans["t1"]))["granted"]
+        before = ray.get(handle.status.remote())
+        pid = _pid(handle)
+
+        ray.kill(handle, no_restart=False)  # a crash: Ray restarts it (max_restarts=-1)
+        after = ray.get(handle.status.remote())
+        assert _pid(handle) != pid
+        assert after == before  # nothing lost: the grants before the crash still count
+
+        # a crash while requests are in flight: they are retried (max_task_retries=-1)
+        pending = [handle.request.remote(t, plans[t]) for t in ("t2", "t3", "t4")]
+        ray.kill(handle, no_restart=False)
+        pending += [handle.request.remote(t, plans[t]) for t in ("t2", "t3", "t4")]
+        replies = ray.get(pending)
+        for t in ("t2", "t3", "t4"):
+            assert len({r["granted"] for r in replies if r["trial_id"] == t}) == 1
+        for t in list(plans)[5:]:
+            ray.get(handle.request.remote(t, plans[t]))
+
+        entries = Ledger(tmp_path / LEDGER_NAME).entries()
+        accountant = _replay_check(entries, plans, budget)
+        granted = [g["trial_id"] for g in _grants(tmp_path)]
+        assert granted[:2] == ["t0", "t1"] and len(granted) == len(set(granted))
+        status = ray.get(handle.status.remote())
+        assert status["trials_granted"] == len(granted)
+        assert status["spent_epsilon"] == accountant.get_epsilon(DELTA) <= budget
+        assert ray.get(handle.statement.remote())["epsilon"] == status["spent_epsilon"]
+    finally:
+        ray.kill(handle, no_restart=True)
+
+
+def test_random_stopping(ray_local, tmp_path):
+    reference = _plan(1.0, 0.02, 200)
+    expected = RdpAccountant()
+    expected.compose(dp_event.RepeatAndSelectDpEvent(event_from_json(reference), 2.0, 1.0))
+    expected_epsilon = expected.get_epsilon(DELTA)
+    study = {
+        "epsilon": 2 * expected_epsilon,
+        "delta": DELTA,
+        "mode": "random-stopping",
+        "trials": 2,
+        "distribution": "geometric",
+        "reference_event": reference,
+    }
+    handle = get_or_create_accountant(tmp_path, _name("rs"), **study)
+    try:
+        statement = ray.get(handle.statement.remote())
+        assert statement["epsilon"] == pytest.approx(expected_epsilon, rel=1e-12)
+        assert statement["mode"] == "random-stopping"
+        assert statement["distribution"] == "geometric" and statement["mean_trials"] == 2
+        assert statement["reference_event"] == reference
+        assert statement["budget_epsilon"] == 2 * expected_epsilon
+
+        less_noise = ray.get(handle.request.remote("x1", _plan(0.9, 0.02, 200)))
+        assert not less_noise["granted"]
+        assert less_noise["reason"].startswith(REASON_NOT_DOMINATED)
+        more_steps = ray.get(handle.request.remote("x2", _plan(1.0, 0.02, 201)))
+        assert not more_steps["granted"]
+
+        header = Ledger(tmp_path / LEDGER_NAME).entries()[0]
+        k = header["trial_count"]
+        assert isinstance(k, int) and k >= 1
+        replies = [ray.get(handle.request.remote(f"t{i}", _plan(1.2, 0.02, 150))) for i in range(k)]
+        assert all(r["granted"] for r in replies)
+        assert {r["spent_epsilon"] for r in replies} == {statement["epsilon"]}
+        assert not ray.get(handle.status.remote())["can_grant"]
+        last = ray.get(handle.request.remote("late", reference))
+        assert not last["granted"] and last["reason"] == REASON_TRIAL_COUNT
+        assert len(_grants(tmp_path)) == k
+
+        final = ray.get(handle.statement.remote())
+        assert final == statement  # the cost was fixed when the study started
+        assert not {"trial_count", "trials_granted", "events"} & set(final)
+        status = ray.get(handle.status.remote())
+        assert "trial_count" not in status and status["trials_granted"] == k
+    finally:
+        ray.kill(handle, no_restart=True)
+
+
+def test_settings_are_validated(tmp_path):
+    base = _compose(1.0)
+    for bad in (
+        {"epsilon": 0.0},
+        {"epsilon": float("inf")},
+        {"delta": 0.0},
+        {"delta": 1.0},
+        {"trials": 0},
+        {"mode": "sum"},
+        {"mode": "random-stopping"},  # no reference plan
+        {"mode": "random-stopping", "reference_event": {"type": "Nope"}},
+        {
+            "mode": "random-stopping",
+            "distribution": "binomial",
+            "reference_event": _plan(1, 0.1, 9),
+        },
+        # the reference plan alone costs more than the budget
+        {"mode": "random-stopping", "reference_event": _plan(0.5, 0.1, 1000)},
+    ):
+        with pytest.raises(ConfigError):
+            BudgetAccountant(str(tmp_path), **(base | bad))
+    assert not (tmp_path / LEDGER_NAME).exists()
+
+
+def test_header_mismatch_on_resume(ray_local, tmp_path):
+    plan = _plan(1.0, 0.05, 100)
+    name = _name("resume")
+    handle = get_or_create_accountant(tmp_path, name, **_compose(10.0))
+    try:
+        assert ray.get(handle.request.remote("t0", plan))["granted"]
+        # the live actor refuses to serve another study under its name
+        with pytest.raises(ConfigError, match="belongs to another study"):
+            get_or_create_accountant(tmp_path, name, **_compose(11.0))
+        with pytest.raises(ConfigError, match="runs the study in"):
+            get_or_create_accountant(tmp_path / "other", name, **_compose(10.0))
+    finally:
+        ray.kill(handle, no_restart=True)
+
+    # the driver-side check, before any actor starts
+    with pytest.raises(ConfigError, match=r"belongs to another study.*--name.*--resume"):
+        get_or_create_accountant(tmp_path, _name("resume2"), **_compose(11.0))
+    with pytest.raises(ConfigError, match="trials"):
+        BudgetAccountant(str(tmp_path), **_compose(10.0, trials=11))
+    reference = _plan(2.0, 0.01, 50)
+    with pytest.raises(ConfigError, match="started with mode='compose'"):
+        BudgetAccountant(
+            str(tmp_path),
+            **_compose(10.0) | {"mode": "random-stopping", "reference_event": reference},
+        )
+
+    # resuming with the same settings continues the same ledger
+    resumed = get_or_create_accountant(tmp_path, _name("resume3"), **_compose(10.0))
+    try:
+        assert ray.get(resumed.status.remote())["trials_granted"] == 1
+        assert ray.get(resumed.request.remote("t0", plan))["granted"]
+        assert len(_grants(tmp_path)) == 1
+    finally:
+        ray.kill(resumed, no_restart=True)
+
+
+def test_unsupported_or_garbage_plans_are_refused(ray_local, tmp_path):
+    handle = get_or_create_accountant(tmp_path, _name("garbage"), **_compose(3.0))
+    try:
+        for i, event in enumerate(
+            [{"type": "Nope"}, {"no": "type"}, event_to_json(dpa.NonPrivateDpEvent())]
+        ):
+            reply = ray.get(handle.request.remote(f"g{i}", event))
+            assert not reply["granted"] and reply["reason"]
+        with pytest.raises(ConfigError):
+            ray.get(handle.request.remote("", _plan(1.0, 0.05, 10)))
+        assert _grants(tmp_path) == []
+    finally:
+        ray.kill(handle, no_restart=True)

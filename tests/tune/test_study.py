@@ -1,0 +1,75 @@
+"""End-to-end studies on digits: a 3-trial search under one budget, and its release."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from raydp_synth.accountant.ledger import Ledger
+from raydp_synth.errors import ConfigError
+from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.events import event_from_json
+from raydp_synth.tune.study import StudyRequest, run_study
+
+TINY = Path(__file__).with_name("tiny_dpaf.yaml")
+
+
+def test_random_stopping_refuses_an_adaptive_sampler_naming_compose() -> None:
+    with pytest.raises(ConfigError, match="--selection compose") as err:
+        StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",
+                     sampler="tpe")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search_statement(
+        ray_local, tmp_path) -> None:
+    """Also: the accountant actor is killed mid-study (after the first grant); Ray
+    restarts it from the ledger, and nothing is lost or overspent."""
+    import ray
+
+    from raydp_synth.accountant import get_accountant
+
+    study = tmp_path / "e2e-compose"
+    killed: list[int] = []
+
+    def kill_after_first_grant() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            ledger = study / "ledger.jsonl"
+            if ledger.exists() and any(e["kind"] == "grant" for e in Ledger(ledger).entries()):
+                ray.kill(get_accountant("e2e-compose"), no_restart=False)
+                killed.append(1)
+                return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_after_first_grant, daemon=True)
+    killer.start()
+    result = run_study(StudyRequest(
+        method="dpaf", epsilon=6.0, delta=1e-5, trials=3, search_space=TINY, storage=tmp_path,
+        name="e2e-compose", evaluate=False,
+    ))
+    killer.join(timeout=5)
+    assert killed, "the accountant was never killed"
+    grants = [e for e in Ledger(study / "ledger.jsonl").entries() if e["kind"] == "grant"]
+    assert len(grants) == 3 and len({g["trial_id"] for g in grants}) == 3
+    # The statement is the accountant's: the composition of every granted plan.
+    events = [event_from_json(g["event"]) for g in grants]
+    import dp_accounting as dpa
+
+    total = epsilon_of(dpa.ComposedDpEvent(events), delta=1e-5)
+    statement = json.loads((study / "release" / "privacy.json").read_text())
+    assert statement["epsilon"] == pytest.approx(total, rel=1e-9)
+    assert 0.9 * 6.0 <= statement["epsilon"] <= 6.0
+    assert statement["pricing"]["mode"] == "compose"
+    # The released trial is the best by private score, and its plan was granted.
+    scores = {t["trial"]: t["score"] for t in result.trials}
+    assert result.best_score == max(s for s in scores.values() if s is not None)
+    assert statement["released_trial_plan"]["event"] in [g["event"] for g in grants]
+    for name in ("generator.pt", "generator.json", "samples.png", "synthetic.parquet"):
+        assert (study / "release" / name).is_file()
