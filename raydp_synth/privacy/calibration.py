@@ -174,7 +174,8 @@ def calibrate_plan(
         )
         guesses[:] = [m.noise_multiplier for m in mechanisms]
         plan = PrivacyPlan(mechanisms=mechanisms, delta=delta, target_epsilon=epsilon)
-        return plan, price(plan, CALIBRATION_ORDERS)
+        value = price(plan, CALIBRATION_ORDERS)
+        return plan, value if not math.isnan(value) else math.inf  # NaN: infeasible
 
     # Bracket the largest feasible scale: f(lo) <= 0 < f(hi). With the default
     # price, scale 1 is feasible (composition never exceeds the sum of the shares)
@@ -202,7 +203,10 @@ def calibrate_plan(
         if f_hi <= 0 or -f_lo <= rtol * epsilon or hi / lo <= 1 + rtol:
             break
         u_lo, u_hi = math.log(lo), math.log(hi)
-        mid = math.exp(u_lo - f_lo * (u_hi - u_lo) / (f_hi - f_lo))
+        if math.isfinite(f_hi):
+            mid = math.exp(u_lo - f_lo * (u_hi - u_lo) / (f_hi - f_lo))
+        else:  # an unbounded price at the upper end: bisect
+            mid = math.sqrt(lo * hi)
         mid = min(max(mid, lo * (1 + rtol / 4)), hi / (1 + rtol / 4))
         candidate, eps_mid = plan_at(mid)
         if eps_mid <= epsilon:

@@ -49,6 +49,9 @@ def dominance_ratio(event: dpa.DpEvent, reference: np.ndarray) -> float:
     curve = rdp_vector(event)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(reference > 0, curve / reference, np.where(curve > 0, np.inf, 0.0))
+    # An order where the reference's RDP is unbounded constrains nothing.
+    ratio = np.where(np.isinf(reference), 0.0, ratio)
+    ratio = np.where(np.isnan(ratio), np.inf, ratio)
     return float(np.max(ratio))
 
 

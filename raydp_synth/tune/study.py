@@ -115,9 +115,15 @@ class StudyResult:
     trials: list[dict[str, Any]]
 
 
+#: Consecutive trials that end without a grant (invalid configs, planning errors)
+#: after which the search gives up: they read no data, but something is wrong.
+MAX_UNGRANTED_IN_A_ROW = 10
+
+
 class _BudgetAwareSearch:
     """Wraps a Tune searcher: stops suggesting once the accountant can grant no
-    further trial, so the study ends without killing trials already granted."""
+    further trial, so the study ends without killing trials already granted; and
+    stops after :data:`MAX_UNGRANTED_IN_A_ROW` trials in a row end without a grant."""
 
     def __new__(cls, inner: Any, study_name: str) -> Any:
         from ray.tune.search import Searcher
@@ -126,6 +132,7 @@ class _BudgetAwareSearch:
             def __init__(self) -> None:
                 super().__init__(metric=inner.metric, mode=inner.mode)
                 self.inner = inner
+                self.ungranted_in_a_row = 0
 
             def set_search_properties(self, metric, mode, config, **spec):  # type: ignore[no-untyped-def]
                 return self.inner.set_search_properties(metric, mode, config, **spec)
@@ -138,6 +145,10 @@ class _BudgetAwareSearch:
                 status = ray.get(get_accountant(study_name).status.remote())
                 if not status["can_grant"]:
                     return Searcher.FINISHED
+                if self.ungranted_in_a_row >= MAX_UNGRANTED_IN_A_ROW:
+                    print(f"[raydp_synth] {self.ungranted_in_a_row} trials in a row ended "
+                          "without a grant (see their errors); stopping the search")
+                    return Searcher.FINISHED
                 return self.inner.suggest(trial_id)
 
             def on_trial_result(self, trial_id: str, result: dict) -> None:
@@ -145,6 +156,8 @@ class _BudgetAwareSearch:
 
             def on_trial_complete(self, trial_id: str, result: dict | None = None,
                                   error: bool = False) -> None:
+                granted = bool(result and result.get("granted")) and not error
+                self.ungranted_in_a_row = 0 if granted else self.ungranted_in_a_row + 1
                 if result is not None and not math.isfinite(result.get("score", 0.0)):
                     result = {**result, "score": -1.0}  # Optuna wants finite values
                 self.inner.on_trial_complete(trial_id, result=result, error=error)
@@ -261,9 +274,10 @@ def _run_study(request: StudyRequest) -> StudyResult:
                                                       n_startup_trials=startup))
     searcher = ConcurrencyLimiter(_BudgetAwareSearch(optuna_search, name),
                                   max_concurrent=concurrent)
-    # compose: at most N_max trials; random-stopping: K (secret, in the accountant)
-    # ends the study through the searcher; the cap only bounds refused proposals.
-    num_samples = request.trials if request.selection == "compose" else 20 * request.trials + 50
+    # compose: at most N_max trials. random-stopping: exactly K (secret, in the
+    # accountant) trials: no cap (a cap would run min(K, cap), which the theorem does
+    # not cover); the searcher finishes when the accountant can grant no more.
+    num_samples = request.trials if request.selection == "compose" else -1
     tune_dir = study_dir / "tune"
     if request.resume and tune_dir.is_dir():
         # Unfinished or errored trials are never rerun: their grants count as spent.
@@ -281,7 +295,11 @@ def _run_study(request: StudyRequest) -> StudyResult:
           f"delta={request.delta:g} for the whole search ({request.selection}, "
           f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)")
     grid = tuner.fit()
-    return _release_best(request, study_dir, grid, accountant, name)
+    result = _release_best(request, study_dir, grid, accountant, name)
+    # The study is over: its detached accountant goes (a --resume rebuilds it from
+    # the ledger). An interrupted study keeps it, for the resume.
+    ray.kill(accountant, no_restart=True)
+    return result
 
 
 def _release_best(request: StudyRequest, study_dir: Path, grid: Any, accountant: Any,
@@ -304,6 +322,13 @@ def _release_best(request: StudyRequest, study_dir: Path, grid: Any, accountant:
                 and math.isfinite(score) and (best is None or score > best[0]):
             best = (score, result)
     statement = ray.get(accountant.statement.remote())
+    if request.selection == "random-stopping" and ray.get(accountant.status.remote())["can_grant"]:
+        # The theorem covers the best of exactly K trials, not of fewer.
+        raise BudgetExhausted(
+            f"study {name} stopped before its random number of trials was reached (see the "
+            f"trial errors in {study_dir / 'tune'}); nothing is released. Fix the cause and "
+            "continue it with --resume"
+        )
     if best is None:
         raise BudgetExhausted(
             f"no trial of study {name} finished with a score (see {study_dir / 'tune'}); "

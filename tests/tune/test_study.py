@@ -73,3 +73,36 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     assert statement["released_trial_plan"]["event"] in [g["event"] for g in grants]
     for name in ("generator.pt", "generator.json", "samples.png", "synthetic.parquet"):
         assert (study / "release" / name).is_file()
+    # The budget CLI prices the ledger the same way, without Ray.
+    from raydp_synth.budget import ledger_statement
+
+    offline, _ = ledger_statement(study)
+    assert offline["epsilon"] == pytest.approx(statement["epsilon"], rel=1e-9)
+    assert offline["trials_granted"] == 3
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_random_stopping_study_prices_repeat_and_select_of_the_reference_plan(
+        ray_local, tmp_path) -> None:
+    """Geometric with mean 1 draws K = 1 surely: one trial, dominated by E_ref."""
+    from dp_accounting import dp_event
+
+    from raydp_synth.accountant.pricing import dominates
+
+    run_study(StudyRequest(
+        method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",
+        distribution="geometric", sampler="random", search_space=TINY, storage=tmp_path,
+        name="e2e-rs", evaluate=False,
+    ))
+    study = tmp_path / "e2e-rs"
+    entries = Ledger(study / "ledger.jsonl").entries()
+    header, grants = entries[0], [e for e in entries if e["kind"] == "grant"]
+    assert header["trial_count"] == 1 and len(grants) == 1
+    reference = event_from_json(header["reference_event"])
+    assert dominates(reference, event_from_json(grants[0]["event"]))
+    statement = json.loads((study / "release" / "privacy.json").read_text())
+    expected = epsilon_of(dp_event.RepeatAndSelectDpEvent(reference, 1.0, 1.0), delta=1e-5)
+    assert statement["epsilon"] == pytest.approx(expected, rel=1e-9) and expected <= 5.0
+    text = json.dumps(statement)
+    assert "trial_count" not in text and "trials_granted" not in text  # K stays secret

@@ -1,0 +1,38 @@
+"""The tune CLI: bad input gets one clear line and exit code 2, before Ray starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from raydp_synth.cli import run_cli
+from raydp_synth.tune.__main__ import main
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["dpaf", "--epsilon", "0"], "--epsilon"),
+    (["dpaf", "--delta", "0.01"], "1/n"),
+    (["dpaf", "--trials", "0"], "--trials"),
+    (["dpaf", "--selection", "random-stopping", "--sampler", "tpe"], "--selection compose"),
+    (["dpaf", "--selection", "random-stopping", "--distribution", "zipf"], "zipf"),
+    (["dpaf", "--search-space", "/nonexistent/space.yaml"], "/nonexistent/space.yaml"),
+    (["dpaf", "--name", "x", "--resume"], "--resume"),
+    (["dpaf", "--score-share", "1"], "--score-share"),
+    (["nosuchmethod"], "registered methods"),
+])
+def test_bad_study_input_is_one_clear_line(argv, needle, capsys, tmp_path) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main, [*argv, "--storage", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+    assert needle in err
+    assert not any(tmp_path.iterdir()), "a refused study wrote files"
+
+
+def test_an_existing_study_is_not_overwritten(capsys, tmp_path) -> None:
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "ledger.jsonl").write_text("{}\n")
+    with pytest.raises(SystemExit):
+        run_cli(main, ["dpaf", "--storage", str(tmp_path), "--name", "taken"])
+    assert "--resume" in capsys.readouterr().err
+    assert (tmp_path / "taken" / "ledger.jsonl").read_text() == "{}\n"
