@@ -107,8 +107,36 @@ _MAX_REASONS = 3
 # --------------------------------------------------------------------------- params
 
 
+class _OneKey:
+    """A param sampled under one trial-config key, its own name."""
+
+    name: str
+
+    @property
+    def trial_keys(self) -> tuple[str, ...]:
+        return (self.name,)
+
+    def value_from(self, config: Mapping[str, Any]) -> Any:
+        return config[self.name]
+
+
+class _Range(_OneKey):
+    """A numeric param whose extremes are its bounds."""
+
+    low: Any
+    high: Any
+
+    @property
+    def low_value(self) -> Any:
+        return self.low
+
+    @property
+    def high_value(self) -> Any:
+        return self.high
+
+
 @dataclass(frozen=True, kw_only=True)
-class IntParam:
+class IntParam(_Range):
     """An integer in ``[low, high]`` (inclusive), on a log scale or a ``step`` grid.
 
     Attributes:
@@ -124,27 +152,12 @@ class IntParam:
     step: int = 1
     log: bool = False
 
-    @property
-    def trial_keys(self) -> tuple[str, ...]:
-        return (self.name,)
-
     def suggest(self, trial: optuna.Trial) -> None:
         trial.suggest_int(self.name, self.low, self.high, step=self.step, log=self.log)
 
-    def value_from(self, config: Mapping[str, Any]) -> Any:
-        return config[self.name]
-
-    @property
-    def low_value(self) -> Any:
-        return self.low
-
-    @property
-    def high_value(self) -> Any:
-        return self.high
-
 
 @dataclass(frozen=True, kw_only=True)
-class FloatParam:
+class FloatParam(_Range):
     """A float in ``[low, high]``, on a log scale or a ``step`` grid.
 
     Attributes:
@@ -160,27 +173,12 @@ class FloatParam:
     step: float | None = None
     log: bool = False
 
-    @property
-    def trial_keys(self) -> tuple[str, ...]:
-        return (self.name,)
-
     def suggest(self, trial: optuna.Trial) -> None:
         trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)
 
-    def value_from(self, config: Mapping[str, Any]) -> Any:
-        return config[self.name]
-
-    @property
-    def low_value(self) -> Any:
-        return self.low
-
-    @property
-    def high_value(self) -> Any:
-        return self.high
-
 
 @dataclass(frozen=True, kw_only=True)
-class CategoricalParam:
+class CategoricalParam(_OneKey):
     """One of ``choices`` (after fitting to the data: only the choices that fit).
 
     Attributes:
@@ -191,15 +189,8 @@ class CategoricalParam:
     name: str
     choices: tuple[Any, ...]
 
-    @property
-    def trial_keys(self) -> tuple[str, ...]:
-        return (self.name,)
-
     def suggest(self, trial: optuna.Trial) -> None:
         trial.suggest_categorical(self.name, list(self.choices))
-
-    def value_from(self, config: Mapping[str, Any]) -> Any:
-        return config[self.name]
 
 
 @dataclass(frozen=True, kw_only=True)

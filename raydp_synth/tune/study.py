@@ -278,31 +278,46 @@ def _run_study(request: StudyRequest) -> StudyResult:
     # accountant) trials: no cap (a cap would run min(K, cap), which the theorem does
     # not cover); the searcher finishes when the accountant can grant no more.
     num_samples = request.trials if request.selection == "compose" else -1
-    tune_dir = study_dir / "tune"
-    if request.resume and tune_dir.is_dir():
-        # Unfinished or errored trials are never rerun: their grants count as spent.
-        tuner = tune.Tuner.restore(str(tune_dir), trainable=trainable, resume_unfinished=False,
-                                   resume_errored=False, restart_errored=False)
-    else:
-        tuner = tune.Tuner(
-            trainable,
-            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
-                                        num_samples=num_samples),
-            run_config=tune.RunConfig(name="tune", storage_path=str(study_dir),
-                                      failure_config=tune.FailureConfig(max_failures=0)),
-        )
+    # A resumed study continues the same ledger in a new Tune experiment (trials of
+    # the interrupted session are never rerun: their grants stay spent); the release
+    # considers every finished trial of the study.
+    previous = sorted(p.name for p in study_dir.glob("tune*") if p.is_dir())
+    experiment = "tune" if not previous else f"tune-resume-{len(previous)}"
+    if request.resume and request.selection == "compose":
+        granted = len(ray.get(accountant.granted_events.remote()))
+        num_samples = max(0, request.trials - granted)
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
+                                    num_samples=num_samples),
+        run_config=tune.RunConfig(name=experiment, storage_path=str(study_dir),
+                                  failure_config=tune.FailureConfig(max_failures=0)),
+    )
     print(f"[raydp_synth] study {name}: {method.name} on {request.dataset}, epsilon={request.epsilon:g} "
           f"delta={request.delta:g} for the whole search ({request.selection}, "
           f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)")
-    grid = tuner.fit()
-    result = _release_best(request, study_dir, grid, accountant, name)
+    if num_samples != 0:
+        tuner.fit()
+    result = _release_best(request, study_dir, accountant, name)
     # The study is over: its detached accountant goes (a --resume rebuilds it from
     # the ledger). An interrupted study keeps it, for the resume.
     ray.kill(accountant, no_restart=True)
     return result
 
 
-def _release_best(request: StudyRequest, study_dir: Path, grid: Any, accountant: Any,
+def _finished_trials(study_dir: Path) -> list[dict[str, Any]]:
+    """Every trial of the study (all sessions) that finished with a score."""
+    from raydp_synth.tune.trial import TRIAL_CHECKPOINT
+
+    found = []
+    for path in sorted(study_dir.glob(f"tune*/*/checkpoint_*/{TRIAL_CHECKPOINT}")):
+        info = json.loads(path.read_text())
+        found.append({"trial": info["trial_id"], "score": info["score"]["value"],
+                      "checkpoint": path.parent})
+    return found
+
+
+def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
                   name: str) -> StudyResult:
     import ray
     import torch
@@ -310,17 +325,9 @@ def _release_best(request: StudyRequest, study_dir: Path, grid: Any, accountant:
     from raydp_synth.release import TrainedGenerator, write_release
     from raydp_synth.tune.trial import TRIAL_CHECKPOINT
 
-    trials: list[dict[str, Any]] = []
-    best: tuple[float, Any] | None = None
-    for result in grid:
-        metrics = result.metrics or {}
-        score = metrics.get("score")
-        trial_id = metrics.get("trial_id") or (result.path and Path(result.path).name)
-        trials.append({"trial": trial_id, "score": score, "granted": metrics.get("granted"),
-                       "error": str(result.error) if result.error else None})
-        if result.error is None and result.checkpoint is not None and score is not None \
-                and math.isfinite(score) and (best is None or score > best[0]):
-            best = (score, result)
+    trials = _finished_trials(study_dir)
+    scored = [t for t in trials if math.isfinite(t["score"])]
+    best = max(scored, key=lambda t: t["score"]) if scored else None
     statement = ray.get(accountant.statement.remote())
     if request.selection == "random-stopping" and ray.get(accountant.status.remote())["can_grant"]:
         # The theorem covers the best of exactly K trials, not of fewer.
@@ -334,10 +341,9 @@ def _release_best(request: StudyRequest, study_dir: Path, grid: Any, accountant:
             f"no trial of study {name} finished with a score (see {study_dir / 'tune'}); "
             "the budget they were granted stays spent"
         )
-    score, result = best
-    with result.checkpoint.as_directory() as ckpt:
-        info = json.loads((Path(ckpt) / TRIAL_CHECKPOINT).read_text())
-        state = torch.load(Path(ckpt) / "generator.pt", map_location="cpu")
+    score, ckpt = best["score"], best["checkpoint"]
+    info = json.loads((ckpt / TRIAL_CHECKPOINT).read_text())
+    state = torch.load(ckpt / "generator.pt", map_location="cpu")
     generator = TrainedGenerator.build(**info["generator"], state_dict=state)
     full = {
         "epsilon": statement["epsilon"],
@@ -367,4 +373,5 @@ def _release_best(request: StudyRequest, study_dir: Path, grid: Any, accountant:
 
         print(format_table(evaluate_run(study_dir)))
     return StudyResult(study_dir=study_dir, statement=full, best_trial=trial_id,
-                       best_score=score, trials=trials)
+                       best_score=score,
+                       trials=[{"trial": t["trial"], "score": t["score"]} for t in trials])

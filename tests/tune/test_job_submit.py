@@ -75,13 +75,16 @@ def test_study_runs_as_a_ray_job_with_token_auth(head, tmp_path) -> None:
     storage = tmp_path / "studies"
     # The job runs from the repository (an editable install here), with this
     # interpreter: on a cluster, `python` is the cluster's environment.
-    submit = subprocess.run(
-        [str(ray_bin), "job", "submit", "--address", address, "--",
-         sys.executable, "-m", "raydp_synth.tune", "dpaf", "--epsilon", "4", "--trials", "2",
-         "--search-space", str(TINY), "--storage", str(storage), "--name", "job",
-         "--no-eval"],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=500,
-    )
+    command = [str(ray_bin), "job", "submit", "--address", address, "--",
+               sys.executable, "-m", "raydp_synth.tune", "dpaf", "--epsilon", "4",
+               "--trials", "2", "--search-space", str(TINY), "--storage", str(storage),
+               "--name", "job", "--no-eval"]
+    for _ in range(30):  # the head's job agent comes up a little after the dashboard
+        submit = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
+                                timeout=500)
+        if "No available agent" not in submit.stdout + submit.stderr:
+            break
+        time.sleep(2)
     assert submit.returncode == 0, submit.stdout[-3000:] + submit.stderr[-3000:]
     assert "succeeded" in submit.stdout
     statement = json.loads((storage / "job" / "release" / "privacy.json").read_text())

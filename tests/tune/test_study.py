@@ -106,3 +106,49 @@ def test_random_stopping_study_prices_repeat_and_select_of_the_reference_plan(
     assert statement["epsilon"] == pytest.approx(expected, rel=1e-9) and expected <= 5.0
     text = json.dumps(statement)
     assert "trial_count" not in text and "trials_granted" not in text  # K stays secret
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_an_interrupted_study_resumes_on_its_ledger_without_rerunning_a_trial(
+        ray_local, tmp_path) -> None:
+    """Kill a study's whole process (and its local Ray) after its first grant, then
+    --resume: the first grant stays charged, the crashed trial is not rerun, the
+    study runs only the trials it has left, and the total stays within budget."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    study = tmp_path / "resumed"
+    argv = ["dpaf", "--epsilon", "6", "--trials", "2", "--search-space", str(TINY),
+            "--storage", str(tmp_path), "--name", "resumed", "--no-eval"]
+    proc = subprocess.Popen([sys.executable, "-m", "raydp_synth.tune", *argv],
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            ledger = study / "ledger.jsonl"
+            if ledger.exists() and any(e["kind"] == "grant" for e in Ledger(ledger).entries()):
+                break
+            assert proc.poll() is None, "the study ended before its first grant"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    first = [e for e in Ledger(study / "ledger.jsonl").entries() if e["kind"] == "grant"]
+    assert len(first) == 1
+
+    from raydp_synth.tune.__main__ import main
+
+    assert main([*argv, "--resume"]) == 0
+    grants = [e for e in Ledger(study / "ledger.jsonl").entries() if e["kind"] == "grant"]
+    assert len(grants) == 2 and grants[0] == first[0]  # one new trial, the old grant kept
+    assert grants[1]["trial_id"] != first[0]["trial_id"]
+    statement = json.loads((study / "release" / "privacy.json").read_text())
+    import dp_accounting as dpa
+
+    total = epsilon_of(dpa.ComposedDpEvent([event_from_json(g["event"]) for g in grants]),
+                       delta=1e-5)
+    assert statement["epsilon"] == pytest.approx(total, rel=1e-9) and total <= 6.0
