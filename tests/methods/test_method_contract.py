@@ -13,7 +13,8 @@ import torch
 from raydp_synth.data import load_dataset
 from raydp_synth.methods import DataInfo, get_method, method_names
 
-SMALL = {"dpaf": {"epochs": 2, "classifier_epochs": 1, "base_width": 8}}
+SMALL = {"dpaf": {"epochs": 2, "classifier_epochs": 1, "base_width": 8},
+         "dpwgan": {"epochs": 2, "capacity": 4}}
 # Extra configurations whose mechanisms compute differently (each gets the test too).
 VARIANTS = {"dpaf": [{"aggregation": "batch"}, {"aggregation": "class", "layer_split": "C1-C1-C1"}]}
 CASES = [(name, {**SMALL.get(name, {}), **extra})

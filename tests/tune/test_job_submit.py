@@ -54,6 +54,10 @@ def head():
     proc = subprocess.Popen(
         [str(ray_bin), "start", "--head", "--block", f"--port={_free_port()}",
          "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", "--num-cpus=2",
+         # Not the default agent ports: the test session's own local Ray holds them.
+         f"--dashboard-agent-listen-port={_free_port()}",
+         f"--dashboard-agent-grpc-port={_free_port()}",
+         f"--runtime-env-agent-port={_free_port()}", f"--metrics-export-port={_free_port()}",
          "--include-dashboard=true", f"--temp-dir={temp}"],
         env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

@@ -1,0 +1,132 @@
+"""DP-WGAN-GP with DP-Adam on one Ray Train worker (003_5382d78230ce1590.txt).
+
+Each critic step is one release of the mechanism ``critic``: a Poisson sample of
+rate q (from the run's secret seed), per-record gradients of ``-D(x_i) + lambda GP_i``
+(see :mod:`.mechanisms`), clipped to C, summed, noised once with N(0, sigma^2 C^2),
+divided by the expected batch qN; plus the un-noised gradient of the synthetic term
+``mean D(fake)``. Adam steps on that release (post-processing: Adam's moments are
+functions of released gradients). G steps every ``n_critic`` critic steps through the
+critic on synthetic records only. No stray 1/sqrt(B): the noise is added to the sum,
+and the sum is divided by qN, as in every DP-SGD release here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from raydp_synth.methods.dpwgan.config import DPWGANConfig
+from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
+from raydp_synth.methods.dpwgan.networks import Critic, Generator
+from raydp_synth.privacy.dp_sgd import private_gradient
+from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
+from raydp_synth.train.context import WorkerContext
+from raydp_synth.train.distributed import all_reduce_mean_
+
+__all__ = ["CRITIC", "METRIC_ALLOWLIST", "build_networks", "run_dpwgan"]
+
+CRITIC = "critic"
+
+#: Safe because: counters and epsilon_spent are public arithmetic; g_loss and
+#: d_fake are the critic's scores of synthetic records (the critic is a DP release).
+#: No loss on real records (not noised), no wall time (it grows with the secret
+#: realised batch sizes).
+METRIC_ALLOWLIST = frozenset({"epoch", "step", "epsilon_spent", "g_loss", "d_fake"})
+
+
+def build_networks(config: DPWGANConfig, channels: int, num_classes: int) -> tuple[Critic, Generator]:
+    critic = Critic(image_size=config.image_size, channels=channels, num_classes=num_classes,
+                    capacity=config.capacity)
+    generator = Generator(image_size=config.image_size, channels=channels,
+                          num_classes=num_classes, capacity=config.capacity,
+                          latent_dim=config.latent_dim)
+    return critic, generator
+
+
+def run_dpwgan(ctx: WorkerContext) -> None:
+    cfg: DPWGANConfig = ctx.config
+    data, device, plan = ctx.data, ctx.device, ctx.plan
+    mech = plan.mechanism(CRITIC)
+    assert mech.sample_rate is not None
+    torch.manual_seed(cfg.seed)  # identical initial parameters on every rank
+    critic, gen = build_networks(cfg, data.channels, data.num_classes)
+    critic, gen = critic.to(device), gen.to(device)
+    params = list(critic.parameters())
+    shapes = [p.shape for p in params]
+    betas = (cfg.beta1, cfg.beta2)
+    opt_d = torch.optim.Adam(params, lr=cfg.lr_d, betas=betas)
+    opt_g = torch.optim.Adam(gen.parameters(), lr=cfg.lr_g, betas=betas)
+    images = torch.as_tensor(ctx.train.images)
+    labels = torch.as_tensor(ctx.train.labels)
+    shard = shard_indices(len(ctx.train), rank=ctx.rank, world_size=ctx.world_size)
+    sampler = PoissonSampler(shard, sample_rate=mech.sample_rate,
+                             generator=ctx.secret_generator("sample", CRITIC))
+    fake_gen = ctx.generator("fakes")
+    expected = mech.sample_rate * data.num_records
+    fakes_local = max(2, math.ceil(expected / ctx.world_size))
+    k = data.num_classes
+
+    def synthetic(count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.randint(k, (count,), generator=fake_gen).to(device)
+        z = torch.randn(count, cfg.latent_dim, generator=fake_gen).to(device)
+        return gen(z, y), y
+
+    steps_per_epoch = max(1, math.ceil(1 / mech.sample_rate))
+    checkpoint_every = max(1, math.ceil(mech.num_steps / steps_per_epoch / 10))
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for step in range(1, mech.num_steps + 1):
+        idx = sampler.sample()
+        real, y_real = images[idx].to(device), labels[idx].to(device)
+        with torch.no_grad():
+            partners, _ = synthetic(max(len(idx), 2))
+            partners = partners[: len(idx)]
+        mix = torch.rand(len(idx), 1, 1, 1, generator=fake_gen).to(device)
+        grads = critic_record_grads(critic, real, y_real, partners, mix, gp_weight=cfg.gp_weight)
+        released = private_gradient(
+            grads, max_grad_norm=mech.sensitivity, noise_multiplier=mech.noise_multiplier,
+            expected_batch_size=expected, generator=ctx.noise_generator, shapes=shapes,
+        )
+        # The synthetic term mean D(fake): no real data, no clipping, no noise.
+        with torch.no_grad():
+            fakes, y_fake = synthetic(fakes_local)
+        d_fake = critic(fakes, y_fake).mean()
+        synthetic_grads = list(torch.autograd.grad(d_fake, params))
+        all_reduce_mean_(synthetic_grads)
+        for p, g_priv, g_syn in zip(params, released, synthetic_grads, strict=True):
+            p.grad = g_priv.to(p) + g_syn
+        opt_d.step()
+        opt_d.zero_grad(set_to_none=True)
+        sums["d_fake"] = sums.get("d_fake", 0.0) + d_fake.item()
+        counts["d_fake"] = counts.get("d_fake", 0) + 1
+
+        if step % cfg.n_critic == 0:  # G: synthetic records only
+            fakes, y_fake = synthetic(fakes_local)
+            g_loss = -critic(fakes, y_fake).mean()
+            g_grads = list(torch.autograd.grad(g_loss, list(gen.parameters())))
+            all_reduce_mean_(g_grads)
+            for p, g in zip(gen.parameters(), g_grads, strict=True):
+                p.grad = g
+            opt_g.step()
+            opt_g.zero_grad(set_to_none=True)
+            critic.zero_grad(set_to_none=True)
+            sums["g_loss"] = sums.get("g_loss", 0.0) + g_loss.item()
+            counts["g_loss"] = counts.get("g_loss", 0) + 1
+
+        if step % steps_per_epoch == 0 or step == mech.num_steps:
+            epoch = math.ceil(step / steps_per_epoch)
+            metrics = {key: sums[key] / counts[key] for key in sums}
+            metrics.update(epoch=epoch, step=step,
+                           epsilon_spent=plan.spent_epsilon({CRITIC: step}) if plan.private else 0.0)
+            if not plan.private:
+                metrics.pop("epsilon_spent")
+            sums.clear()
+            counts.clear()
+            state = None
+            if ctx.rank == 0 and (epoch % checkpoint_every == 0 or step == mech.num_steps):
+                state = {"generator": gen.state_dict(), "critic": critic.state_dict(),
+                         "steps": {CRITIC: step}}
+            ctx.report(metrics, state)
+            ctx.log(f"[dpwgan] epoch {epoch}: " + ", ".join(
+                f"{key}={v:.4g}" for key, v in sorted(metrics.items()) if key != "epoch"))

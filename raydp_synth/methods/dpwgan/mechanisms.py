@@ -1,0 +1,66 @@
+"""The critic's per-record gradient (the one mechanism of DP-WGAN-GP).
+
+WGAN-GP's critic loss is ``mean D(fake) - mean D(real) + lambda * mean GP``, with
+``GP_i = (|grad_x D(xhat_i)| - 1)^2`` at ``xhat_i = a_i x_i + (1 - a_i) f_i``. The
+gradient penalty interpolates a real record with a synthetic one, so the unit that
+DP-SGD clips is the **pair**: record i's term is ``-D(x_i) + lambda * GP_i``, where
+the synthetic partner ``f_i`` and the coefficient ``a_i`` are drawn independently of
+the data (public randomness). It depends on record i alone, so clipping it to C
+bounds one record's contribution by C (design.md 3.8). The ``mean D(fake)`` term
+touches no real data: its gradient is computed without clipping or noise and added
+to the release (post-processing).
+
+Per-record gradients with a gradient penalty need a double backward, which Opacus'
+hooks do not support; they are computed with ``torch.func`` (``vmap`` of ``grad``,
+the same technique as Opacus' functorch mode).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+__all__ = ["critic_record_grads"]
+
+
+def critic_record_grads(
+    critic: nn.Module,
+    real: torch.Tensor,
+    labels: torch.Tensor,
+    partners: torch.Tensor,
+    mix: torch.Tensor,
+    *,
+    gp_weight: float,
+) -> list[torch.Tensor]:
+    """Per-record gradients ``[B, *p.shape]`` of ``-D(x_i) + lambda * GP_i``.
+
+    Args:
+        critic: the critic (parameters read, not modified).
+        real, labels: the sampled records.
+        partners: one synthetic image per record (data-independent).
+        mix: one interpolation coefficient in [0, 1] per record (data-independent).
+        gp_weight: lambda.
+    """
+    names = [n for n, p in critic.named_parameters() if p.requires_grad]
+    params = {n: p.detach() for n, p in critic.named_parameters() if n in names}
+    if len(real) == 0:
+        return [torch.zeros(0, *params[n].shape, device=params[n].device) for n in names]
+
+    def record_loss(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                    f: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        x, y, f = x[None], y[None], f[None]
+        score = functional_call(critic, p, (x, y)).sum()
+        xhat = a * x + (1 - a) * f
+
+        def critic_at(inp: torch.Tensor) -> torch.Tensor:
+            return functional_call(critic, p, (inp, y)).sum()
+
+        slope = grad(critic_at)(xhat)
+        penalty = (torch.sqrt((slope**2).sum() + 1e-12) - 1) ** 2
+        return -score + gp_weight * penalty
+
+    onehot = torch.nn.functional.one_hot(labels, critic.num_classes).to(real.dtype)
+    per_record = vmap(grad(record_loss), in_dims=(None, 0, 0, 0, 0))(
+        params, real, onehot, partners, mix)
+    return [per_record[n].detach() for n in names]

@@ -1,0 +1,104 @@
+"""DP-WGAN-GP with DP-Adam: its plan, its noise scale, clipping-independence, a study space."""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting as dpa
+import pytest
+import torch
+
+from raydp_synth.data import load_dataset
+from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
+from raydp_synth.methods.dpwgan.networks import Critic
+from raydp_synth.privacy.dp_sgd import private_gradient
+from tests.stats import assert_gaussian_std
+
+INFO = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
+
+
+def test_plan_is_one_poisson_subsampled_gaussian_of_the_critic() -> None:
+    method = get_method("dpwgan")
+    config = method.make_config({"batch_size": 256, "epochs": 10, "clip": 0.5}, INFO)
+    plan = method.plan(config, epsilon=4.0, delta=1e-5, data=INFO)
+    (critic,) = plan.mechanisms
+    q = 256 / 1442
+    assert critic.name == "critic" and critic.sample_rate == pytest.approx(q)
+    assert critic.num_steps == math.ceil(10 / q) and critic.sensitivity == 0.5
+    expected = dpa.SelfComposedDpEvent(
+        dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(critic.noise_multiplier)), critic.num_steps)
+    assert plan.event() == dpa.ComposedDpEvent([expected])
+    assert 0.99 * 4.0 <= plan.epsilon() <= 4.0
+
+
+def test_per_record_gradients_match_a_loop_over_records() -> None:
+    torch.manual_seed(0)
+    critic = Critic(image_size=16, channels=1, num_classes=10, capacity=4)
+    x, f = torch.randn(4, 1, 16, 16), torch.randn(4, 1, 16, 16)
+    y, a = torch.randint(10, (4,)), torch.rand(4, 1, 1, 1)
+    batched = critic_record_grads(critic, x, y, f, a, gp_weight=10.0)
+    for i in range(4):
+        xhat = (a[i] * x[i:i + 1] + (1 - a[i]) * f[i:i + 1]).requires_grad_(True)
+        slope = torch.autograd.grad(critic(xhat, y[i:i + 1]).sum(), xhat, create_graph=True)[0]
+        loss = -critic(x[i:i + 1], y[i:i + 1]).sum() + 10 * (slope.norm() - 1) ** 2
+        for g_loop, g_vmap in zip(torch.autograd.grad(loss, list(critic.parameters())), batched,
+                                  strict=True):
+            assert torch.allclose(g_loop, g_vmap[i], atol=1e-5, rtol=1e-4)
+
+
+def test_released_critic_update_has_noise_sigma_c_over_qn_and_no_stray_sqrt_b() -> None:
+    """An empty Poisson sample releases noise only: its std per coordinate must be
+    sigma*C/(qN) (a stray 1/sqrt(B) would be off by a factor ~16 here)."""
+    critic = Critic(image_size=16, channels=1, num_classes=10, capacity=4)
+    shapes = [p.shape for p in critic.parameters()]
+    empty = torch.zeros(0, 1, 16, 16)
+    grads = critic_record_grads(critic, empty, torch.zeros(0, dtype=torch.long), empty,
+                                torch.zeros(0, 1, 1, 1), gp_weight=10.0)
+    sigma, clip, expected = 1.3, 0.7, 256.0
+    released = private_gradient(grads, max_grad_norm=clip, noise_multiplier=sigma,
+                                expected_batch_size=expected,
+                                generator=torch.Generator().manual_seed(3), shapes=shapes)
+    flat = torch.cat([g.flatten() for g in released]).double().numpy()
+    assert_gaussian_std(flat * expected, sigma * clip)
+
+
+def _dp_adam_params(clip: float, steps: int = 5) -> torch.Tensor:
+    splits = load_dataset("digits")
+    x = torch.as_tensor(splits.train.images[:64])
+    y = torch.as_tensor(splits.train.labels[:64])
+    torch.manual_seed(0)
+    critic = Critic(image_size=16, channels=1, num_classes=10, capacity=4)
+    params = list(critic.parameters())
+    opt = torch.optim.Adam(params, lr=1e-3, betas=(0.5, 0.9), eps=1e-12)
+    noise = torch.Generator().manual_seed(5)
+    partners = torch.Generator().manual_seed(6)
+    for _ in range(steps):
+        f = torch.rand(64, 1, 16, 16, generator=partners) * 2 - 1
+        a = torch.rand(64, 1, 1, 1, generator=partners)
+        grads = critic_record_grads(critic, x, y, f, a, gp_weight=10.0)
+        released = private_gradient(grads, max_grad_norm=clip, noise_multiplier=1.0,
+                                    expected_batch_size=64.0, generator=noise,
+                                    shapes=[p.shape for p in params])
+        for p, g in zip(params, released, strict=True):
+            p.grad = g
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in params])
+
+
+def test_dp_adam_is_independent_of_a_small_clip_norm() -> None:
+    """003 section 3.2.1: when C is below every per-record gradient norm, each
+    clipped gradient is C times a unit vector and the noise is C times a fixed
+    draw, so the release scales with C and Adam's update does not change."""
+    start = _dp_adam_params(1e-3, steps=0)
+    small, smaller = _dp_adam_params(1e-3), _dp_adam_params(1e-4)
+    moved = (small - start).norm()
+    assert moved > 0
+    assert (small - smaller).norm() < 1e-3 * moved
+
+
+def test_packaged_search_space_loads_for_digits() -> None:
+    from raydp_synth.tune.search_space import load_search_space
+
+    space = load_search_space(None, "dpwgan", INFO)
+    assert {"capacity", "clip", "batch_size", "epochs", "n_critic"} <= set(space.params)
