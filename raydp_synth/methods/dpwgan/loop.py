@@ -2,9 +2,8 @@
 
 Each critic step is one release of the mechanism ``critic``: a Poisson sample of
 rate q (from the run's secret seed), per-record gradients of ``-D(x_i) + lambda GP_i``
-(see :mod:`.mechanisms`), clipped to C, summed, noised once with N(0, sigma^2 C^2),
-divided by the expected batch qN; plus the un-noised gradient of the synthetic term
-``mean D(fake)``. Adam steps on that release (post-processing: Adam's moments are
+of the pair (record, synthetic partner) (see :mod:`.mechanisms`), clipped to C,
+summed, noised once with N(0, sigma^2 C^2), divided by the expected batch qN. Adam steps on that release (post-processing: Adam's moments are
 functions of released gradients). G steps every ``n_critic`` critic steps through the
 critic on synthetic records only. No stray 1/sqrt(B): the noise is added to the sum,
 and the sum is divided by qN, as in every DP-SGD release here.
@@ -79,31 +78,26 @@ def run_dpwgan(ctx: WorkerContext) -> None:
     for step in range(1, mech.num_steps + 1):
         idx = sampler.sample()
         real, y_real = images[idx].to(device), labels[idx].to(device)
-        with torch.no_grad():
-            partners, _ = synthetic(max(len(idx), 2))
-            partners = partners[: len(idx)]
+        with torch.no_grad():  # one partner per record, for the record's label
+            z = torch.randn(max(len(idx), 2), cfg.latent_dim, generator=fake_gen).to(device)
+            y_pad = torch.cat([y_real, y_real.new_zeros(max(0, 2 - len(idx)))])
+            partners = gen(z, y_pad)[: len(idx)]
         mix = torch.rand(len(idx), 1, 1, 1, generator=fake_gen).to(device)
         grads = critic_record_grads(critic, real, y_real, partners, mix, gp_weight=cfg.gp_weight)
         released = private_gradient(
             grads, max_grad_norm=mech.sensitivity, noise_multiplier=mech.noise_multiplier,
             expected_batch_size=expected, generator=ctx.noise_generator, shapes=shapes,
         )
-        # The synthetic term mean D(fake): no real data, no clipping, no noise.
-        with torch.no_grad():
-            fakes, y_fake = synthetic(fakes_local)
-        d_fake = critic(fakes, y_fake).mean()
-        synthetic_grads = list(torch.autograd.grad(d_fake, params))
-        all_reduce_mean_(synthetic_grads)
-        for p, g_priv, g_syn in zip(params, released, synthetic_grads, strict=True):
-            p.grad = g_priv.to(p) + g_syn
+        for p, g in zip(params, released, strict=True):
+            p.grad = g.to(p)
         opt_d.step()
         opt_d.zero_grad(set_to_none=True)
-        sums["d_fake"] = sums.get("d_fake", 0.0) + d_fake.item()
-        counts["d_fake"] = counts.get("d_fake", 0) + 1
 
         if step % cfg.n_critic == 0:  # G: synthetic records only
             fakes, y_fake = synthetic(fakes_local)
             g_loss = -critic(fakes, y_fake).mean()
+            sums["d_fake"] = sums.get("d_fake", 0.0) - g_loss.item()
+            counts["d_fake"] = counts.get("d_fake", 0) + 1
             g_grads = list(torch.autograd.grad(g_loss, list(gen.parameters())))
             all_reduce_mean_(g_grads)
             for p, g in zip(gen.parameters(), g_grads, strict=True):
