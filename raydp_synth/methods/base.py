@@ -42,7 +42,14 @@ from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 if TYPE_CHECKING:
     from raydp_synth.train.context import WorkerContext
 
-__all__ = ["DataInfo", "Method", "PreNoiseRelease", "config_from_mapping", "config_to_dict"]
+__all__ = [
+    "DataInfo",
+    "Method",
+    "PreNoiseRelease",
+    "config_from_mapping",
+    "config_to_dict",
+    "require_positive",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,9 +94,12 @@ class Method(ABC):
     config_class: ClassVar[type]
     metric_allowlist: ClassVar[frozenset[str]]
 
-    @abstractmethod
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> Any:
-        """A validated config from user values (``--set``, search space) and defaults."""
+        """A validated config from user values (``--set``, search space) and defaults;
+        ``image_size`` defaults to the data's."""
+        values = dict(values)
+        values.setdefault("image_size", data.image_size)
+        return config_from_mapping(self.config_class, values)
 
     @abstractmethod
     def schedule(self, config: Any, data: DataInfo) -> list[MechanismSpec]:
@@ -217,6 +227,20 @@ def config_from_mapping(cls: type, values: Mapping[str, Any], **extra: Any) -> A
     kwargs = {k: _coerce(k, v, hints[k]) for k, v in values.items()}
     kwargs.update(extra)
     return cls(**kwargs)
+
+
+def require_positive(config: Any, *, integers: tuple[str, ...] = (),
+                     floats: tuple[str, ...] = ()) -> None:
+    """A config's range checks: ``integers`` >= 1, ``floats`` finite and > 0."""
+    import math
+
+    for name in integers:
+        if getattr(config, name) < 1:
+            raise ConfigError(f"Expected {name}={getattr(config, name)} >= 1.")
+    for name in floats:
+        value = getattr(config, name)
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"Expected {name}={value} > 0.")
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

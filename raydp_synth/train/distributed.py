@@ -14,7 +14,7 @@ import torch.distributed as dist
 
 from raydp_synth.privacy.noise import world_info
 
-__all__ = ["all_reduce_mean_", "all_reduce_sum_", "broadcast_parameters_"]
+__all__ = ["all_reduce_mean_", "all_reduce_sum_", "broadcast_parameters_", "data_parallel_step"]
 
 
 def all_reduce_sum_(tensors: Iterable[torch.Tensor]) -> None:
@@ -38,3 +38,17 @@ def broadcast_parameters_(module: torch.nn.Module) -> None:
     if world_info()[1] > 1:
         for t in list(module.parameters()) + list(module.buffers()):
             dist.broadcast(t.data, src=0)
+
+
+def data_parallel_step(
+    loss: torch.Tensor, module: torch.nn.Module, optimizer: torch.optim.Optimizer
+) -> None:
+    """One optimiser step of ``module`` on the gradient of ``loss`` averaged over
+    workers. Only for losses of synthetic data or of released values (e.g. G's)."""
+    params = list(module.parameters())
+    grads = list(torch.autograd.grad(loss, params))
+    all_reduce_mean_(grads)
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from opacus import GradSampleModule
 
-from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease, config_from_mapping
+from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease
 from raydp_synth.methods.dpaf.config import DPAFConfig
 from raydp_synth.methods.dpaf.loop import METRIC_ALLOWLIST, run_dpaf
 from raydp_synth.methods.dpaf.mechanisms import (
@@ -34,9 +34,7 @@ class DPAF(Method):
     metric_allowlist = METRIC_ALLOWLIST
 
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> DPAFConfig:
-        values = dict(values)
-        values.setdefault("image_size", data.image_size)
-        config = config_from_mapping(DPAFConfig, values)
+        config: DPAFConfig = super().make_config(values, data)
         config.architecture(channels=data.channels, num_classes=data.num_classes)  # validates
         return config
 

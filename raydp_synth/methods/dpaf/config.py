@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from raydp_synth.errors import ConfigError
+from raydp_synth.methods.base import require_positive
 from raydp_synth.methods.dpaf.networks import Architecture, LayerSplit
 
 __all__ = ["DPAFConfig"]
@@ -84,15 +85,13 @@ class DPAFConfig:
 
     def __post_init__(self) -> None:
         LayerSplit.parse(self.layer_split)
-        for name in ("base_width", "latent_dim", "batch_size", "mu", "n_critic", "g_steps",
-                     "classifier_batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"Expected {name}={getattr(self, name)} >= 1.")
-        for name in ("epochs", "classifier_epochs", "lr_classifier", "lr_d", "lr_g",
-                     "clip_classifier", "clip_conv2"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"Expected {name}={value} > 0.")
+        require_positive(
+            self,
+            integers=("base_width", "latent_dim", "batch_size", "mu", "n_critic", "g_steps",
+                      "classifier_batch_size"),
+            floats=("epochs", "classifier_epochs", "lr_classifier", "lr_d", "lr_g",
+                    "clip_classifier", "clip_conv2"),
+        )
         if self.g_base_width is not None and self.g_base_width < 1:
             raise ConfigError(f"Expected g_base_width={self.g_base_width} >= 1.")
         if self.lr_conv2 is not None and not (math.isfinite(self.lr_conv2) and self.lr_conv2 > 0):

@@ -38,7 +38,7 @@ from raydp_synth.privacy.dp_sgd import private_gradient
 from raydp_synth.privacy.noise import gaussian_noise
 from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
 from raydp_synth.train.context import WorkerContext
-from raydp_synth.train.distributed import all_reduce_mean_, all_reduce_sum_
+from raydp_synth.train.distributed import all_reduce_mean_, all_reduce_sum_, data_parallel_step
 
 __all__ = ["METRIC_ALLOWLIST", "run_dpaf"]
 
@@ -264,12 +264,7 @@ class _DPAFRun:
             for _ in range(cfg.g_steps if it % cfg.n_critic == 0 else 0):
                 g_loss = self._generator_loss(fakes_local, fake_gen, by_class,
                                               agg.noise_std / real_divisor, agg_labels)
-                g_grads = list(torch.autograd.grad(g_loss, list(G.parameters())))
-                all_reduce_mean_(g_grads)
-                for p, g in zip(G.parameters(), g_grads, strict=True):
-                    p.grad = g
-                opt_g.step()
-                opt_g.zero_grad(set_to_none=True)
+                data_parallel_step(g_loss, G, opt_g)
                 track("g_loss", g_loss.item())
 
             if it % iters_per_epoch == 0 or it == agg.num_steps:

@@ -11,13 +11,11 @@ noise scale of the released update.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
 import torch
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease, config_from_mapping
+from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease
 from raydp_synth.methods.dpwgan.config import DPWGANConfig
 from raydp_synth.methods.dpwgan.loop import CRITIC, METRIC_ALLOWLIST, build_networks, run_dpwgan
 from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
@@ -35,11 +33,6 @@ class DPWGAN(Method):
     name = "dpwgan"
     config_class = DPWGANConfig
     metric_allowlist = METRIC_ALLOWLIST
-
-    def make_config(self, values: Mapping[str, Any], data: DataInfo) -> DPWGANConfig:
-        values = dict(values)
-        values.setdefault("image_size", data.image_size)
-        return config_from_mapping(DPWGANConfig, values)
 
     def schedule(self, config: DPWGANConfig, data: DataInfo) -> list[MechanismSpec]:
         q = config.batch_size / data.num_records

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from raydp_synth.errors import ConfigError
+from raydp_synth.methods.base import require_positive
 
 __all__ = ["DPWGANConfig"]
 
@@ -51,13 +52,8 @@ class DPWGANConfig:
                 f"image_size={self.image_size} must be a power of two >= 8 (the critic's three "
                 "strided convolutions halve it three times); use e.g. --set image_size=16"
             )
-        for name in ("capacity", "latent_dim", "batch_size", "n_critic"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"Expected {name}={getattr(self, name)} >= 1.")
-        for name in ("epochs", "clip", "lr_d", "lr_g"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"Expected {name}={value} > 0.")
+        require_positive(self, integers=("capacity", "latent_dim", "batch_size", "n_critic"),
+                         floats=("epochs", "clip", "lr_d", "lr_g"))
         if not (math.isfinite(self.gp_weight) and self.gp_weight >= 0):
             raise ConfigError(f"Expected gp_weight={self.gp_weight} >= 0.")
         for name in ("beta1", "beta2"):

@@ -21,7 +21,7 @@ from raydp_synth.methods.dpwgan.networks import Critic, Generator
 from raydp_synth.privacy.dp_sgd import private_gradient
 from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
 from raydp_synth.train.context import WorkerContext
-from raydp_synth.train.distributed import all_reduce_mean_
+from raydp_synth.train.distributed import data_parallel_step
 
 __all__ = ["CRITIC", "METRIC_ALLOWLIST", "build_networks", "run_dpwgan"]
 
@@ -98,12 +98,7 @@ def run_dpwgan(ctx: WorkerContext) -> None:
             g_loss = -critic(fakes, y_fake).mean()
             sums["d_fake"] = sums.get("d_fake", 0.0) - g_loss.item()
             counts["d_fake"] = counts.get("d_fake", 0) + 1
-            g_grads = list(torch.autograd.grad(g_loss, list(gen.parameters())))
-            all_reduce_mean_(g_grads)
-            for p, g in zip(gen.parameters(), g_grads, strict=True):
-                p.grad = g
-            opt_g.step()
-            opt_g.zero_grad(set_to_none=True)
+            data_parallel_step(g_loss, gen, opt_g)
             critic.zero_grad(set_to_none=True)
             sums["g_loss"] = sums.get("g_loss", 0.0) + g_loss.item()
             counts["g_loss"] = counts.get("g_loss", 0) + 1
