@@ -50,6 +50,7 @@ __all__ = [
     "correct_count",
     "release_score",
     "score_generator",
+    "validate_score_settings",
     "with_score_mechanism",
 ]
 
@@ -64,6 +65,17 @@ DEFAULT_SCORE_SHARE = 0.05
 #: The classifier trained on synthetic data for the score (cheap: every trial
 #: computes one). Any of ``evaluation.classifiers.CLASSIFIER_KINDS``.
 DEFAULT_SCORE_CLASSIFIER = "logreg"
+
+
+def validate_score_settings(share: float, classifier: str) -> None:
+    """The user's score settings: a share in (0, 1) and a known classifier."""
+    from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS
+
+    if classifier not in CLASSIFIER_KINDS:
+        raise ConfigError(f"--score-classifier {classifier!r} must be one of "
+                          f"{', '.join(CLASSIFIER_KINDS)}")
+    if not (math.isfinite(share) and 0 < share < 1):
+        raise ConfigError(f"--score-share {share} must be in (0, 1), e.g. 0.05")
 
 
 def with_score_mechanism(specs: Sequence[MechanismSpec], share: float) -> list[MechanismSpec]:

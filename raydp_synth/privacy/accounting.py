@@ -18,7 +18,13 @@ from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 
 from raydp_synth.privacy.events import subsampled_gaussian_event
 
-__all__ = ["CALIBRATION_ORDERS", "epsilon_of", "subsampled_gaussian_epsilon", "validate_delta"]
+__all__ = [
+    "CALIBRATION_ORDERS",
+    "epsilon_of",
+    "subsampled_gaussian_epsilon",
+    "validate_budget",
+    "validate_delta",
+]
 
 # dp-accounting logs a warning each time it drops a fractional order whose series
 # does not converge; dropping an order only makes the bound more conservative.
@@ -62,6 +68,22 @@ def subsampled_gaussian_epsilon(
         noise_multiplier=noise_multiplier, sample_rate=sample_rate, num_steps=num_steps
     )
     return epsilon_of(event, delta=delta, orders=CALIBRATION_ORDERS)
+
+
+def validate_budget(epsilon: float | None, delta: float) -> None:
+    """Reject a budget that is not a finite epsilon > 0 (None: no epsilon, a
+    non-private reference) and a delta in (0, 1) (the bound delta < 1/n needs n:
+    :func:`validate_delta`).
+
+    Raises:
+        ConfigError: naming the flag.
+    """
+    from raydp_synth.errors import ConfigError
+
+    if epsilon is not None and not (math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"--epsilon {epsilon} must be a finite number > 0")
+    if not (math.isfinite(delta) and 0 < delta < 1):
+        raise ConfigError(f"--delta {delta} must be in (0, 1)")
 
 
 def validate_delta(delta: float, *, dataset_size: int) -> None:

@@ -133,7 +133,7 @@ class PrivacyPlan:
             "delta": self.delta,
             "target_epsilon": self.target_epsilon,
             "event": event_to_json(self.event()),
-        "private": self.private,
+            "private": self.private,
         }
 
     @classmethod

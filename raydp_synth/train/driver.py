@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import secrets
 import time
@@ -38,10 +37,11 @@ from raydp_synth.evaluation.selection import (
     DEFAULT_SCORE_SHARE,
     SelectionScore,
     score_generator,
+    validate_score_settings,
 )
 from raydp_synth.methods import DataInfo, get_method
 from raydp_synth.methods.base import config_to_dict
-from raydp_synth.privacy.accounting import validate_delta
+from raydp_synth.privacy.accounting import validate_budget, validate_delta
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.release import TrainedGenerator, privacy_statement, write_release
 from raydp_synth.train.context import derived_seed
@@ -91,17 +91,8 @@ class TrainRequest:
     evaluate: bool = True
 
     def __post_init__(self) -> None:
-        from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS
-
-        if self.score_classifier not in CLASSIFIER_KINDS:
-            raise ConfigError(f"--score-classifier {self.score_classifier!r} must be one of "
-                              f"{', '.join(CLASSIFIER_KINDS)}")
-        if not (math.isfinite(self.score_share) and 0 < self.score_share < 1):
-            raise ConfigError(f"--score-share {self.score_share} must be in (0, 1), e.g. 0.05")
-        if not self.non_private and not (math.isfinite(self.epsilon) and self.epsilon > 0):
-            raise ConfigError(f"--epsilon {self.epsilon} must be a finite number > 0")
-        if not (math.isfinite(self.delta) and 0 < self.delta < 1):
-            raise ConfigError(f"--delta {self.delta} must be in (0, 1)")
+        validate_score_settings(self.score_share, self.score_classifier)
+        validate_budget(None if self.non_private else self.epsilon, self.delta)
         if self.workers < 1:
             raise ConfigError(f"--workers {self.workers} must be >= 1")
 

@@ -22,7 +22,7 @@ from the ledger's plans: no sensitive data.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,24 +35,40 @@ from raydp_synth.methods.base import DataInfo, Method
 from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.plan import PrivacyPlan
 
-__all__ = ["dominance_ratio", "plan_for_compose", "plan_dominated_by", "reference_plan", "rdp_vector"]
-
-
-def rdp_vector(event: dpa.DpEvent) -> np.ndarray:
-    """The event's RDP epsilon at each order of the accountant's grid."""
-    return np.asarray(rdp_curve(event), dtype=np.float64)
+__all__ = ["dominance_ratio", "plan_dominated_by", "plan_for_compose", "reference_plan"]
 
 
 def dominance_ratio(event: dpa.DpEvent, reference: np.ndarray) -> float:
     """max over the accountant's orders of RDP(event) / RDP(reference); <= 1 iff
     the event is dominated by the reference at every order."""
-    curve = rdp_vector(event)
+    curve = rdp_curve(event)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(reference > 0, curve / reference, np.where(curve > 0, np.inf, 0.0))
     # An order where the reference's RDP is unbounded constrains nothing.
     ratio = np.where(np.isinf(reference), 0.0, ratio)
     ratio = np.where(np.isnan(ratio), np.inf, ratio)
     return float(np.max(ratio))
+
+
+def _plan_priced(
+    method: Method,
+    config: Any,
+    data: DataInfo,
+    *,
+    budget_epsilon: float,
+    delta: float,
+    score_share: float,
+    event_of: Callable[[dpa.DpEvent], dpa.DpEvent],
+) -> PrivacyPlan:
+    """The plan whose ``event_of(plan.event())`` meets the budget, stated with its
+    own epsilon as its target."""
+
+    def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
+        return epsilon_of(event_of(plan.event()), delta=delta, orders=orders)
+
+    plan = method.plan(config, epsilon=budget_epsilon, delta=delta, data=data,
+                       score_share=score_share, price=price)
+    return replace(plan, target_epsilon=plan.epsilon())
 
 
 def plan_for_compose(
@@ -69,14 +85,11 @@ def plan_for_compose(
     """A trial's plan such that ``granted + remaining_trials x plan`` meets the budget."""
     copies = max(1, remaining_trials)
     prefix = list(granted)
-
-    def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
-        event = dpa.ComposedDpEvent([*prefix, dpa.SelfComposedDpEvent(plan.event(), copies)])
-        return epsilon_of(event, delta=delta, orders=orders)
-
-    plan = method.plan(config, epsilon=budget_epsilon, delta=delta, data=data,
-                       score_share=score_share, price=price)
-    return replace(plan, target_epsilon=plan.epsilon())
+    return _plan_priced(
+        method, config, data, budget_epsilon=budget_epsilon, delta=delta,
+        score_share=score_share,
+        event_of=lambda e: dpa.ComposedDpEvent([*prefix, dpa.SelfComposedDpEvent(e, copies)]),
+    )
 
 
 def reference_plan(
@@ -91,14 +104,11 @@ def reference_plan(
     score_share: float,
 ) -> PrivacyPlan:
     """E_ref: the plan of ``config`` whose random-stopping total meets the budget."""
-
-    def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
-        event = dp_event.RepeatAndSelectDpEvent(plan.event(), mean_trials, shape)
-        return epsilon_of(event, delta=delta, orders=orders)
-
-    plan = method.plan(config, epsilon=budget_epsilon, delta=delta, data=data,
-                       score_share=score_share, price=price)
-    return replace(plan, target_epsilon=plan.epsilon())
+    return _plan_priced(
+        method, config, data, budget_epsilon=budget_epsilon, delta=delta,
+        score_share=score_share,
+        event_of=lambda e: dp_event.RepeatAndSelectDpEvent(e, mean_trials, shape),
+    )
 
 
 def plan_dominated_by(
@@ -112,7 +122,7 @@ def plan_dominated_by(
 ) -> PrivacyPlan:
     """A trial's plan, as little noised as possible while dominated by E_ref at every
     order of the accountant's grid (the accountant checks the same condition)."""
-    reference = rdp_vector(reference_event)
+    reference = rdp_curve(reference_event)
     margin = 1 - 1e-6  # the accountant's check must pass despite float round-off
 
     def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:

@@ -82,10 +82,10 @@ class StudyRequest:
     evaluate: bool = True
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
-            raise ConfigError(f"--epsilon {self.epsilon} must be a finite number > 0")
-        if not (math.isfinite(self.delta) and 0 < self.delta < 1):
-            raise ConfigError(f"--delta {self.delta} must be in (0, 1)")
+        from raydp_synth.evaluation.selection import validate_score_settings
+        from raydp_synth.privacy.accounting import validate_budget
+
+        validate_budget(self.epsilon, self.delta)
         if self.trials < 1:
             raise ConfigError(f"--trials {self.trials} must be >= 1")
         if self.selection not in SELECTIONS:
@@ -100,8 +100,7 @@ class StudyRequest:
             )
         if self.max_concurrent < 1 or self.workers_per_trial < 1:
             raise ConfigError("--max-concurrent and --workers-per-trial must be >= 1")
-        if not (math.isfinite(self.score_share) and 0 < self.score_share < 1):
-            raise ConfigError(f"--score-share {self.score_share} must be in (0, 1), e.g. 0.05")
+        validate_score_settings(self.score_share, self.score_classifier)
         if self.name is not None and (not self.name or "/" in self.name or self.name.startswith(".")):
             raise ConfigError(f"--name {self.name!r} must be a plain folder name")
 
@@ -113,62 +112,6 @@ class StudyResult:
     best_trial: str | None
     best_score: float | None
     trials: list[dict[str, Any]]
-
-
-#: Consecutive trials that end without a grant (invalid configs, planning errors)
-#: after which the search gives up: they read no data, but something is wrong.
-MAX_UNGRANTED_IN_A_ROW = 10
-
-
-class _BudgetAwareSearch:
-    """Wraps a Tune searcher: stops suggesting once the accountant can grant no
-    further trial, so the study ends without killing trials already granted; and
-    stops after :data:`MAX_UNGRANTED_IN_A_ROW` trials in a row end without a grant."""
-
-    def __new__(cls, inner: Any, study_name: str) -> Any:
-        from ray.tune.search import Searcher
-
-        class BudgetAwareSearch(Searcher):
-            def __init__(self) -> None:
-                super().__init__(metric=inner.metric, mode=inner.mode)
-                self.inner = inner
-                self.ungranted_in_a_row = 0
-
-            def set_search_properties(self, metric, mode, config, **spec):  # type: ignore[no-untyped-def]
-                return self.inner.set_search_properties(metric, mode, config, **spec)
-
-            def suggest(self, trial_id: str):  # type: ignore[no-untyped-def]
-                import ray
-
-                from raydp_synth.accountant import get_accountant
-
-                status = ray.get(get_accountant(study_name).status.remote())
-                if not status["can_grant"]:
-                    return Searcher.FINISHED
-                if self.ungranted_in_a_row >= MAX_UNGRANTED_IN_A_ROW:
-                    print(f"[raydp_synth] {self.ungranted_in_a_row} trials in a row ended "
-                          "without a grant (see their errors); stopping the search")
-                    return Searcher.FINISHED
-                return self.inner.suggest(trial_id)
-
-            def on_trial_result(self, trial_id: str, result: dict) -> None:
-                pass  # per-epoch training metrics: no pruning on them (FIFO)
-
-            def on_trial_complete(self, trial_id: str, result: dict | None = None,
-                                  error: bool = False) -> None:
-                granted = bool(result and result.get("granted")) and not error
-                self.ungranted_in_a_row = 0 if granted else self.ungranted_in_a_row + 1
-                if result is not None and not math.isfinite(result.get("score", 0.0)):
-                    result = {**result, "score": -1.0}  # Optuna wants finite values
-                self.inner.on_trial_complete(trial_id, result=result, error=error)
-
-            def save(self, checkpoint_path: str) -> None:
-                self.inner.save(checkpoint_path)
-
-            def restore(self, checkpoint_path: str) -> None:
-                self.inner.restore(checkpoint_path)
-
-        return BudgetAwareSearch()
 
 
 def _owner_only_dir(path: Path) -> None:
@@ -235,6 +178,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
     from ray.tune.search.optuna import OptunaSearch
 
     from raydp_synth.accountant import get_or_create_accountant
+    from raydp_synth.tune.searcher import BudgetAwareSearch
     from raydp_synth.tune.trial import run_trial
 
     _owner_only_dir(study_dir)
@@ -272,7 +216,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
     optuna_search = OptunaSearch(space=space.define_by_run, metric="score", mode="max",
                                  sampler=make_sampler(request.sampler, request.seed,
                                                       n_startup_trials=startup))
-    searcher = ConcurrencyLimiter(_BudgetAwareSearch(optuna_search, name),
+    searcher = ConcurrencyLimiter(BudgetAwareSearch(optuna_search, name),
                                   max_concurrent=concurrent)
     # compose: at most N_max trials. random-stopping: exactly K (secret, in the
     # accountant) trials: no cap (a cap would run min(K, cap), which the theorem does

@@ -1,0 +1,64 @@
+"""The study's searcher: Optuna's proposals, gated by the accountant.
+
+Imported only when a study starts (it needs Ray Tune).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import ray
+from ray.tune.search import Searcher
+
+from raydp_synth.accountant import get_accountant
+
+__all__ = ["MAX_UNGRANTED_IN_A_ROW", "BudgetAwareSearch"]
+
+#: Consecutive trials that end without a grant (invalid configs, planning errors)
+#: after which the search gives up: they read no data, but something is wrong.
+MAX_UNGRANTED_IN_A_ROW = 10
+
+
+class BudgetAwareSearch(Searcher):
+    """Wraps a Tune searcher: stops suggesting once the accountant can grant no
+    further trial, so the study ends without killing trials already granted; and
+    stops after :data:`MAX_UNGRANTED_IN_A_ROW` trials in a row end without a grant.
+    Per-epoch results are not forwarded (no pruning: FIFO)."""
+
+    def __init__(self, inner: Searcher, study_name: str) -> None:
+        super().__init__(metric=inner.metric, mode=inner.mode)
+        self.inner = inner
+        self.study_name = study_name
+        self.ungranted_in_a_row = 0
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
+                              **spec: Any) -> bool:
+        return self.inner.set_search_properties(metric, mode, config, **spec)
+
+    def suggest(self, trial_id: str) -> dict | str | None:
+        status = ray.get(get_accountant(self.study_name).status.remote())
+        if not status["can_grant"]:
+            return Searcher.FINISHED
+        if self.ungranted_in_a_row >= MAX_UNGRANTED_IN_A_ROW:
+            print(f"[raydp_synth] {self.ungranted_in_a_row} trials in a row ended without a "
+                  "grant (see their errors); stopping the search")
+            return Searcher.FINISHED
+        return self.inner.suggest(trial_id)
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        pass  # per-epoch training metrics: no pruning on them (FIFO)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        granted = bool(result and result.get("granted")) and not error
+        self.ungranted_in_a_row = 0 if granted else self.ungranted_in_a_row + 1
+        if result is not None and not math.isfinite(result.get("score", 0.0)):
+            result = {**result, "score": -1.0}  # Optuna wants finite values
+        self.inner.on_trial_complete(trial_id, result=result, error=error)
+
+    def save(self, checkpoint_path: str) -> None:
+        self.inner.save(checkpoint_path)
+
+    def restore(self, checkpoint_path: str) -> None:
+        self.inner.restore(checkpoint_path)
