@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from raydp_synth.data.dataset import DatasetSplits, ImageDataset, RawImages
 from raydp_synth.data.parquet import write_parquet
+from raydp_synth.data.public import PublicDeclaration, load_training_data, parse_public_spec
 from raydp_synth.data.spec import DatasetSpec, load_dataset, load_raw, parse_dataset_spec
 from raydp_synth.data.transforms import default_image_size
 
@@ -19,10 +20,13 @@ __all__ = [
     "DatasetSpec",
     "DatasetSplits",
     "ImageDataset",
+    "PublicDeclaration",
     "RawImages",
     "default_image_size",
     "load_dataset",
+    "load_training_data",
     "load_raw",
     "parse_dataset_spec",
+    "parse_public_spec",
     "write_parquet",
 ]

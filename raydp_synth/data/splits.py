@@ -36,7 +36,7 @@ from raydp_synth.data.dataset import DatasetSplits, ImageDataset, RawImages
 from raydp_synth.data.transforms import check_image_size, resize_uint8, to_unit_range
 from raydp_synth.errors import DataError
 
-__all__ = ["split_dataset"]
+__all__ = ["record_uniforms", "split_dataset"]
 
 _HASH_PERSON = b"raydp-split-v1"
 
@@ -62,28 +62,31 @@ def _check_fraction(value: object, *, what: str) -> float:
     return fraction
 
 
-def _record_uniforms(images: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
+def record_uniforms(
+    images: np.ndarray, labels: np.ndarray, seed: int, *, person: bytes = _HASH_PERSON
+) -> np.ndarray:
     """Map every record to a number in ``[0, 1)`` that depends on it alone.
 
-    ``u_i`` is the keyed BLAKE2b hash (64-bit digest) of record ``i``'s raw
-    ``uint8`` image bytes followed by its label as a little-endian ``int64``,
-    under a key derived from ``seed``. It does not depend on any other record
-    or on the record's position.
+    ``u_i`` is the keyed BLAKE2b hash (64-bit digest) of record ``i``'s image
+    bytes followed by its label as a little-endian ``int64``, under a key
+    derived from ``seed`` and ``person`` (one personalisation per use, so that
+    the uses are independent). It does not depend on any other record or on the
+    record's position.
 
     Args:
-        images: ``uint8 [N, C, H, W]`` images (before resizing).
+        images: ``[N, C, H, W]`` images (the splits hash the raw ``uint8``
+            images, before resizing).
         labels: ``int64 [N]`` labels.
-        seed: The public, non-negative split seed.
+        seed: The public, non-negative seed.
+        person: BLAKE2b personalisation (at most 16 bytes).
 
     Returns:
         ``float64 [N]`` values in ``[0, 1)``.
     """
-    key = hashlib.blake2b(
-        str(int(seed)).encode("ascii"), digest_size=32, person=_HASH_PERSON
-    ).digest()
-    base = hashlib.blake2b(key=key, digest_size=8, person=_HASH_PERSON)
+    key = hashlib.blake2b(str(int(seed)).encode("ascii"), digest_size=32, person=person).digest()
+    base = hashlib.blake2b(key=key, digest_size=8, person=person)
     count = int(images.shape[0])
-    rows = np.ascontiguousarray(images, dtype=np.uint8).reshape(count, -1)
+    rows = np.ascontiguousarray(images).reshape(count, -1).view(np.uint8)
     label_bytes = np.ascontiguousarray(labels, dtype="<i8")
     digests = bytearray()
     for row, label in zip(rows, label_bytes, strict=True):
@@ -202,7 +205,7 @@ def split_dataset(
         test_images, test_labels = raw.predefined_test
         if test_images.shape[0] == 0:
             raise DataError(f"{source}: predefined test split is empty; add test images or drop it")
-        u = _record_uniforms(raw.images, raw.labels, int(seed))
+        u = record_uniforms(raw.images, raw.labels, int(seed))
         val_mask = u < val_frac
         train_mask = ~val_mask
         _check_not_empty(val_mask, val_frac, split="val", what="val_fraction", source=source)
@@ -213,7 +216,7 @@ def split_dataset(
                 f"{source}: train split would be empty (val_fraction + test_fraction = "
                 f"{val_frac + test_frac:g} >= 1); lower val_fraction/test_fraction"
             )
-        u = _record_uniforms(raw.images, raw.labels, int(seed))
+        u = record_uniforms(raw.images, raw.labels, int(seed))
         test_mask = u < test_frac
         val_mask = ~test_mask & (u < test_frac + val_frac)
         train_mask = ~(test_mask | val_mask)

@@ -62,12 +62,15 @@ class DataInfo:
         image_size: side of the (square) images the model is built for.
         channels: image channels (1 or 3).
         num_classes: number of labels.
+        public_records: records of the data the curator declared public
+            (``--public``), which a method may use without noise; 0 when none.
     """
 
     num_records: int
     image_size: int
     channels: int
     num_classes: int
+    public_records: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,6 +21,7 @@ def register_method(method: Method) -> Method:
 def _load_builtin_methods() -> None:
     # Importing a method module registers it (one import per built-in method).
     import raydp_synth.methods.dpaf  # noqa: F401
+    import raydp_synth.methods.dpgan  # noqa: F401
     import raydp_synth.methods.dpwgan  # noqa: F401
 
 

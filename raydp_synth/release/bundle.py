@@ -19,7 +19,7 @@ from raydp_synth.data import write_parquet
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.release.generator import GENERATOR_CONFIG, GENERATOR_WEIGHTS, TrainedGenerator
 
-__all__ = ["privacy_statement", "sample_grid", "write_release"]
+__all__ = ["privacy_statement", "public_data_note", "sample_grid", "write_release"]
 
 
 def _to_uint8(images: torch.Tensor) -> np.ndarray:
@@ -39,11 +39,15 @@ def sample_grid(images: np.ndarray, *, rows: int, scale: int = 2, pad: int = 2) 
     return img.resize((img.width * scale, img.height * scale), Image.NEAREST)
 
 
-def privacy_statement(plan: PrivacyPlan, *, scope: str, dataset: str) -> dict[str, Any]:
+def privacy_statement(
+    plan: PrivacyPlan, *, scope: str, dataset: str, public: str | None = None
+) -> dict[str, Any]:
     """The JSON privacy statement of a plan, epsilon computed by dp-accounting.
 
     A non-private reference plan (no noise) gets ``epsilon: null`` and
     ``private: false``: it is a measurement of what privacy costs, not a release.
+    ``public`` names the data the curator declared public (``--public``): it was
+    used without noise and the guarantee does not cover it.
     """
     statement: dict[str, Any] = {
         "epsilon": plan.epsilon() if plan.private else None,
@@ -56,11 +60,25 @@ def privacy_statement(plan: PrivacyPlan, *, scope: str, dataset: str) -> dict[st
         "scope": scope,
         "plan": plan.to_dict(),
     }
+    if public is not None:
+        statement["public_data"] = public_data_note(public)
     if not plan.private:
         statement["warning"] = ("NOT PRIVATE: a non-private reference run (no noise); "
                                 "do not publish this generator")
         statement["plan"]["target_epsilon"] = None
     return statement
+
+
+def public_data_note(public: str) -> dict[str, str]:
+    """What a statement says of the data declared public."""
+    return {
+        "declared": public,
+        "note": ("declared public by the curator and used without noise; the guarantee covers "
+                 "the other records only (a fraction of the training dataset was taken out of "
+                 "the training split)" if ":fraction=" in public else
+                 "declared public by the curator and used without noise; it is not covered "
+                 "by the guarantee"),
+    }
 
 
 def write_release(

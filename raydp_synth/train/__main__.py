@@ -36,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 0.05)")
     parser.add_argument("--score-classifier", default=None, choices=("logreg", "mlp", "cnn"),
                         help="classifier trained on synthetic data for the score (default logreg)")
+    parser.add_argument("--public", default=None, metavar="DATASET[:fraction=F]",
+                        help="data declared public, used without noise (dpGAN's warm start and "
+                        "clip bounds): another dataset, or a fraction of the training dataset "
+                        "taken out of it (e.g. digits:fraction=0.02)")
     parser.add_argument("--public-validation", default=None, metavar="DATASET",
                         help="a dataset declared public to score on at no privacy cost "
                         "(default: the private validation split, noised)")
@@ -56,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         method=args.method, epsilon=args.epsilon, delta=args.delta, out=out,
         dataset=args.dataset, settings=parse_settings(args.settings), workers=args.workers,
         use_gpu=args.use_gpu, seed=args.seed, dp_seed=args.dp_seed,
-        public_validation=args.public_validation, non_private=args.non_private,
+        public=args.public, public_validation=args.public_validation, non_private=args.non_private,
         evaluate=not args.no_eval,
         **({"score_share": args.score_share} if args.score_share is not None else {}),
         **({"score_classifier": args.score_classifier} if args.score_classifier else {}),

@@ -37,6 +37,8 @@ class WorkerContext:
         report: ``report(metrics, checkpoint_state)``; metrics are checked against
             the method's allow-list; checkpoint_state (rank 0) is torch-saved.
         log: prints a progress line on rank 0.
+        public: the records the curator declared public (``--public``), or None;
+            a method may read them without noise (design.md 3.9).
         dp_seed: the run's secret seed of its DP randomness (Poisson sampling and
             noise). Amplification by subsampling assumes the batches stay hidden, so
             it is drawn from OS entropy by the driver and never written anywhere.
@@ -53,6 +55,7 @@ class WorkerContext:
     report: Callable[[Mapping[str, float], dict[str, Any] | None], None]
     log: Callable[[str], None]
     dp_seed: int
+    public: ImageDataset | None = None
 
     def generator(self, *purpose: object) -> torch.Generator:
         """A *public* CPU generator (config seed, purpose, rank): initialisation and

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from raydp_synth.data import ImageDataset, load_dataset
+from raydp_synth.data import ImageDataset, load_training_data, parse_public_spec
+from raydp_synth.data.public import load_public_records
 from raydp_synth.errors import ConfigError
 from raydp_synth.evaluation.selection import (
     DEFAULT_SCORE_CLASSIFIER,
@@ -47,7 +47,7 @@ from raydp_synth.release import TrainedGenerator, privacy_statement, write_relea
 from raydp_synth.train.context import derived_seed
 from raydp_synth.train.worker import CHECKPOINT_METRICS, CHECKPOINT_STATE, train_loop_per_worker
 
-__all__ = ["RunResult", "TrainRequest", "fit_on_ray_train", "public_records", "run_training"]
+__all__ = ["RunResult", "TrainRequest", "data_info", "fit_on_ray_train", "public_records", "run_training"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +67,9 @@ class TrainRequest:
             default) draws it from OS entropy; a given seed must stay secret.
         score_share: fraction of the budget for the private selection score.
         score_classifier: classifier trained on synthetic data for the score.
+        public: data declared public (``SPEC`` or ``SPEC:fraction=F``, see
+            :mod:`raydp_synth.data.public`), handed to the method to use without
+            noise; a fraction of the training dataset is taken out of it.
         public_validation: a dataset spec declared public: the score uses it at
             no privacy cost (no score mechanism in the plan).
         non_private: a non-private reference run of the same model (no noise,
@@ -86,6 +89,7 @@ class TrainRequest:
     dp_seed: int | None = None
     score_share: float = DEFAULT_SCORE_SHARE
     score_classifier: str = DEFAULT_SCORE_CLASSIFIER
+    public: str | None = None
     public_validation: str | None = None
     non_private: bool = False
     evaluate: bool = True
@@ -95,6 +99,8 @@ class TrainRequest:
         validate_budget(None if self.non_private else self.epsilon, self.delta)
         if self.workers < 1:
             raise ConfigError(f"--workers {self.workers} must be >= 1")
+        if self.public is not None:
+            parse_public_spec(self.public)
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,7 @@ def fit_on_ray_train(
     dataset: str,
     data_seed: int,
     dp_seed: int,
+    public: str | None = None,
     workers: int,
     use_gpu: bool,
     cpus_per_worker: float,
@@ -160,6 +167,7 @@ def fit_on_ray_train(
         "plan": plan.to_dict(),
         "dataset": dataset,
         "data_seed": data_seed,
+        "public": public,
         "use_gpu": use_gpu,
         # A reference, not the value: the secret never enters a persisted config.
         "dp_seed_ref": ray.put(dp_seed),
@@ -187,18 +195,17 @@ def fit_on_ray_train(
     return state, metrics
 
 
+def data_info(train: ImageDataset, public: ImageDataset | None) -> DataInfo:
+    """The public facts of a training split (and of the declared public records)."""
+    return DataInfo(num_records=len(train), image_size=train.image_shape[1],
+                    channels=train.image_shape[0], num_classes=train.num_classes,
+                    public_records=len(public) if public is not None else 0)
+
+
 def public_records(spec: str, *, like: ImageDataset, seed: int) -> ImageDataset:
     """Every record of a dataset the user declared public, shaped like ``like``."""
-    public = load_dataset(spec, image_size=like.image_shape[1], seed=seed, public=True)
-    if public.train.image_shape != like.image_shape or public.train.num_classes != like.num_classes:
-        raise ConfigError(
-            f"--public-validation {spec} has images {public.train.image_shape} and "
-            f"{public.train.num_classes} classes, the training data {like.image_shape} and "
-            f"{like.num_classes}; give a validation set of the same kind")
-    parts = (public.train, public.val, public.test)
-    return ImageDataset(images=np.concatenate([p.images for p in parts]),
-                        labels=np.concatenate([p.labels for p in parts]),
-                        num_classes=like.num_classes, name=public.train.name, public=True)
+    del seed  # a public dataset is used whole
+    return load_public_records(spec, like=like, flag=f"--public-validation {spec}")
 
 
 def run_training(request: TrainRequest) -> RunResult:
@@ -216,14 +223,10 @@ def _run_training(request: TrainRequest) -> RunResult:
         raise ConfigError(
             f"image_size={image_size!r} is not an integer; use e.g. --set image_size=32"
         ) from None
-    splits = load_dataset(request.dataset, image_size=size, seed=request.seed)
+    splits, public = load_training_data(request.dataset, public=request.public, image_size=size,
+                                        seed=request.seed)
     train = splits.train
-    data = DataInfo(
-        num_records=len(train),
-        image_size=train.image_shape[1],
-        channels=train.image_shape[0],
-        num_classes=train.num_classes,
-    )
+    data = data_info(train, public)
     validate_delta(request.delta, dataset_size=data.num_records)
     config = method.make_config({**request.settings, "seed": request.settings.get("seed", request.seed)}, data)
     score_split = splits.val
@@ -263,7 +266,8 @@ def _run_training(request: TrainRequest) -> RunResult:
         print("[raydp_synth]   NON-PRIVATE reference run: no noise, epsilon = inf")
     (out / "run.json").write_text(json.dumps({
         "method": method.name, "dataset": request.dataset, "workers": request.workers,
-        "use_gpu": request.use_gpu, "seed": request.seed, "config": config_to_dict(config),
+        "use_gpu": request.use_gpu, "seed": request.seed, "public": request.public,
+        "config": config_to_dict(config),
         "data_info": data.__dict__, "plan": plan.to_dict(), "non_private": request.non_private,
         "score": {"classifier": request.score_classifier,
                   "split": request.public_validation or "validation (private)"},
@@ -274,7 +278,7 @@ def _run_training(request: TrainRequest) -> RunResult:
     start = time.monotonic()
     state, metrics = fit_on_ray_train(
         method=method.name, config=config, data=data, plan=plan, dataset=str(request.dataset),
-        data_seed=request.seed, dp_seed=dp_seed, workers=request.workers,
+        data_seed=request.seed, dp_seed=dp_seed, public=request.public, workers=request.workers,
         use_gpu=request.use_gpu, cpus_per_worker=min(1.0, total_cpus / request.workers),
         storage=out / "ray", name="train",
     )
@@ -289,7 +293,7 @@ def _run_training(request: TrainRequest) -> RunResult:
     )
     (out / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
     scope = "one training run and its selection score (no hyperparameter search)"
-    statement = privacy_statement(plan, scope=scope, dataset=request.dataset)
+    statement = privacy_statement(plan, scope=scope, dataset=request.dataset, public=request.public)
     write_release(out / "release", generator=generator, statement=statement,
                   num_synthetic=data.num_records, seed=request.seed)
     epsilon = statement["epsilon"]

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from raydp_synth.data import load_dataset
+from raydp_synth.data import load_training_data
 from raydp_synth.methods import DataInfo, get_method
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.train.context import WorkerContext, derived_seed
@@ -78,8 +78,9 @@ def train_loop_per_worker(payload: dict[str, Any]) -> None:
     data = DataInfo(**payload["data_info"])
     config = method.make_config(payload["config"], data)
     plan = PrivacyPlan.from_dict(payload["plan"])
-    splits = load_dataset(payload["dataset"], image_size=data.image_size, seed=payload["data_seed"])
-    if len(splits.train) != data.num_records:
+    splits, public = load_training_data(payload["dataset"], public=payload.get("public"),
+                                        image_size=data.image_size, seed=payload["data_seed"])
+    if len(splits.train) != data.num_records or (len(public) if public else 0) != data.public_records:
         raise RuntimeError(
             f"the training split has {len(splits.train)} records but the plan was made "
             f"for {data.num_records}: the dataset changed after planning"
@@ -101,5 +102,6 @@ def train_loop_per_worker(payload: dict[str, Any]) -> None:
         report=reporter,
         log=(lambda line: print(line, flush=True)) if rank == 0 else (lambda line: None),
         dp_seed=dp_seed,
+        public=public,
     )
     method.train(ctx)

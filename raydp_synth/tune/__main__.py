@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="budget fraction of each trial's private selection score (default 0.05)")
     parser.add_argument("--score-classifier", default=None, choices=("logreg", "mlp", "cnn"),
                         help="classifier trained on synthetic data for the score (default logreg)")
+    parser.add_argument("--public", default=None, metavar="DATASET[:fraction=F]",
+                        help="data declared public, used without noise (dpGAN's warm start and "
+                        "clip bounds): another dataset, or a fraction of the training dataset "
+                        "taken out of it (e.g. digits:fraction=0.02)")
     parser.add_argument("--public-validation", default=None, metavar="DATASET",
                         help="a dataset declared public to score on at no privacy cost")
     parser.add_argument("--no-eval", action="store_true",
@@ -70,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         search_space=args.search_space, max_concurrent=args.max_concurrent,
         workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu, dataset=args.dataset,
         storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,
-        public_validation=args.public_validation, evaluate=not args.no_eval,
+        public=args.public, public_validation=args.public_validation, evaluate=not args.no_eval,
         **({"score_share": args.score_share} if args.score_share is not None else {}),
         **({"score_classifier": args.score_classifier} if args.score_classifier else {}),
     ))

@@ -56,6 +56,8 @@ class StudyRequest:
         name: study name (folder, accountant actor name).
         resume: continue an interrupted study (same ledger).
         seed: public seed (data split, initialisation, the sampler).
+        public: data declared public, used without noise by the method (see
+            :mod:`raydp_synth.data.public`); not covered by the guarantee.
         score_share, score_classifier, public_validation: the selection score.
         evaluate: evaluate the released trial (curator-only) at the end.
     """
@@ -78,6 +80,7 @@ class StudyRequest:
     seed: int = 0
     score_share: float = DEFAULT_SCORE_SHARE
     score_classifier: str = DEFAULT_SCORE_CLASSIFIER
+    public: str | None = None
     public_validation: str | None = None
     evaluate: bool = True
 
@@ -101,6 +104,10 @@ class StudyRequest:
         if self.max_concurrent < 1 or self.workers_per_trial < 1:
             raise ConfigError("--max-concurrent and --workers-per-trial must be >= 1")
         validate_score_settings(self.score_share, self.score_classifier)
+        if self.public is not None:
+            from raydp_synth.data import parse_public_spec
+
+            parse_public_spec(self.public)
         if self.name is not None and (not self.name or "/" in self.name or self.name.startswith(".")):
             raise ConfigError(f"--name {self.name!r} must be a plain folder name")
 
@@ -130,8 +137,8 @@ def run_study(request: StudyRequest) -> StudyResult:
 
 def _run_study(request: StudyRequest) -> StudyResult:
     from raydp_synth.accountant.pricing import parse_distribution
-    from raydp_synth.data import load_dataset
-    from raydp_synth.methods import DataInfo, get_method
+    from raydp_synth.data import load_training_data
+    from raydp_synth.methods import get_method
     from raydp_synth.privacy.accounting import validate_delta
     from raydp_synth.privacy.events import event_to_json
     from raydp_synth.tune.planning import reference_plan
@@ -139,10 +146,11 @@ def _run_study(request: StudyRequest) -> StudyResult:
 
     method = get_method(request.method)
     shape = parse_distribution(request.distribution)
-    splits = load_dataset(request.dataset, seed=request.seed)
+    from raydp_synth.train.driver import data_info
+
+    splits, public = load_training_data(request.dataset, public=request.public, seed=request.seed)
     train = splits.train
-    data = DataInfo(num_records=len(train), image_size=train.image_shape[1],
-                    channels=train.image_shape[0], num_classes=train.num_classes)
+    data = data_info(train, public)
     validate_delta(request.delta, dataset_size=data.num_records)
     space = load_search_space(request.search_space, method.name, data)
     name = request.name or f"{method.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -200,6 +208,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
     payload = {
         "name": name, "study_dir": str(study_dir), "method": method.name,
         "data_info": data.__dict__, "dataset": request.dataset, "seed": request.seed,
+        "public": request.public,
         "epsilon": request.epsilon, "delta": request.delta, "selection": request.selection,
         "trials": request.trials, "space": space, "workers": request.workers_per_trial,
         "use_gpu": request.use_gpu, "cpus_per_worker": cpus_per_worker,
@@ -267,6 +276,7 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
     import torch
 
     from raydp_synth.release import TrainedGenerator, write_release
+    from raydp_synth.release.bundle import public_data_note
     from raydp_synth.tune.trial import TRIAL_CHECKPOINT
 
     trials = _finished_trials(study_dir)
@@ -301,6 +311,8 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
         "dataset": request.dataset,
         "released_trial_plan": info["plan"],
     }
+    if request.public is not None:
+        full["public_data"] = public_data_note(request.public)
     write_release(study_dir / "release", generator=generator, statement=full,
                   num_synthetic=generator.data.num_records, seed=request.seed)
     trial_id = info["trial_id"]

@@ -67,7 +67,7 @@ def run_trial(config: dict[str, Any], study: dict[str, Any]) -> None:
     from ray.tune.integration.ray_train import TuneReportCallback
 
     from raydp_synth.accountant import get_accountant
-    from raydp_synth.data import load_dataset
+    from raydp_synth.data import load_training_data
     from raydp_synth.evaluation.selection import score_generator
     from raydp_synth.methods import DataInfo, get_method
     from raydp_synth.methods.base import config_to_dict
@@ -98,13 +98,15 @@ def run_trial(config: dict[str, Any], study: dict[str, Any]) -> None:
         return
 
     dp_seed = secrets.randbits(63)  # this trial's secret DP randomness, written nowhere
-    splits = load_dataset(study["dataset"], image_size=data.image_size, seed=study["seed"])
+    splits, _ = load_training_data(study["dataset"], public=study.get("public"),
+                                   image_size=data.image_size, seed=study["seed"])
     if len(splits.train) != data.num_records:
         raise RuntimeError("the dataset changed after the study was planned")
     trial_dir = Path(study["study_dir"]) / "trials" / trial_id
     state, metrics = fit_on_ray_train(
         method=method.name, config=config, data=data, plan=plan, dataset=study["dataset"],
-        data_seed=study["seed"], dp_seed=dp_seed, workers=study["workers"],
+        data_seed=study["seed"], dp_seed=dp_seed, public=study.get("public"),
+        workers=study["workers"],
         use_gpu=study["use_gpu"], cpus_per_worker=study["cpus_per_worker"],
         storage=trial_dir, name="train", callbacks=[TuneReportCallback()],
     )

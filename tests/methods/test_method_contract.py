@@ -14,9 +14,11 @@ from raydp_synth.data import load_dataset
 from raydp_synth.methods import DataInfo, get_method, method_names
 
 SMALL = {"dpaf": {"epochs": 2, "classifier_epochs": 1, "base_width": 8},
-         "dpwgan": {"epochs": 2, "capacity": 4}}
+         "dpwgan": {"epochs": 2, "capacity": 4},
+         "dpgan": {"epochs": 2, "capacity": 4}}
 # Extra configurations whose mechanisms compute differently (each gets the test too).
-VARIANTS = {"dpaf": [{"aggregation": "batch"}, {"aggregation": "class", "layer_split": "C1-C1-C1"}]}
+VARIANTS = {"dpaf": [{"aggregation": "batch"}, {"aggregation": "class", "layer_split": "C1-C1-C1"}],
+            "dpgan": [{"groups": 1}, {"conditional": False}]}
 CASES = [(name, {**SMALL.get(name, {}), **extra})
          for name in method_names() for extra in [{}, *VARIANTS.get(name, [])]]
 FORBIDDEN = ("real_loss", "d_loss_real", "accuracy", "train_acc", "clean")

@@ -40,6 +40,11 @@ def _fails(argv: list[str], capsys) -> str:
     (["dpaf", "--score-share", "1.5"], "--score-share"),
     (["dpaf", "--score-share", "0"], "--score-share"),
     (["dpaf", "--public-validation", "idx:/nonexistent/dir"], "/nonexistent/dir"),
+    (["dpgan", "--public", "digits"], "fraction"),
+    (["dpgan", "--public", "digits:fraction=1.5"], "between 0 and 1"),
+    (["dpgan", "--set", "warm_start_iters=100"], "--public"),
+    (["dpgan", "--set", "groups=5"], "--public"),
+    (["dpgan", "--set", "adaptive_clip=true"], "--public"),
 ])
 def test_user_errors(argv: list[str], needle: str, capsys, tmp_path: Path) -> None:
     err = _fails([*argv, "--out", str(tmp_path / "run")], capsys)

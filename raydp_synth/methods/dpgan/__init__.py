@@ -1,0 +1,132 @@
+"""dpGAN (001_8a04fbe4c85204f1.txt): DP WGAN-GP with noise on the critic only, clip
+groups, adaptive clip bounds and warm start on declared public data.
+
+One mechanism: the critic's DP step (Poisson rate q = B/n, ``ceil(epochs / q)``
+releases). With k clip groups it is one Gaussian mechanism of sensitivity sqrt(k)
+(each group rescaled by its bound), so the plan's noise multiplier z is the
+paper's per-group sigma divided by sqrt(k) (design.md 3.5), never a parallel
+composition of k mechanisms. The generator, Adam, the clip bounds (public data and
+the released critic) and the warm start (public data) are post-processing or
+public. Public options are refused without data declared public (``--public``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from raydp_synth.errors import ConfigError
+from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease, config_from_mapping
+from raydp_synth.methods.dpgan.config import DPGANConfig
+from raydp_synth.methods.dpgan.grouping import (
+    adaptive_groups,
+    fixed_groups,
+    grouped_clipped_sum,
+    parameter_units,
+)
+from raydp_synth.methods.dpgan.loop import (
+    CRITIC,
+    METRIC_ALLOWLIST,
+    build_networks,
+    model_labels,
+    run_dpgan,
+)
+from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
+from raydp_synth.methods.registry import register_method
+from raydp_synth.privacy.calibration import MechanismSpec
+from raydp_synth.train.context import WorkerContext, derived_seed
+
+__all__ = ["DPGAN", "DPGANConfig"]
+
+_PUBLIC_FIX = "declare public data with --public (e.g. --public digits:fraction=0.02)"
+
+
+class DPGAN(Method):
+    """dpGAN (conditional by default)."""
+
+    name = "dpgan"
+    config_class = DPGANConfig
+    metric_allowlist = METRIC_ALLOWLIST
+
+    def make_config(self, values: Mapping[str, Any], data: DataInfo) -> DPGANConfig:
+        """Defaults plus user values; ``adaptive_clip`` follows the public data unless
+        set, and public-data options without public data are refused."""
+        values = dict(values)
+        values.setdefault("image_size", data.image_size)
+        config: DPGANConfig = config_from_mapping(self.config_class, values)
+        has_public = data.public_records > 0
+        if config.adaptive_clip is None:
+            config = config_from_mapping(self.config_class, values, adaptive_clip=has_public)
+        if not has_public:
+            if config.adaptive_clip:
+                raise ConfigError(f"adaptive_clip estimates clip bounds on public data; {_PUBLIC_FIX} "
+                                  "or set adaptive_clip=false")
+            if config.warm_start_iters:
+                raise ConfigError(f"warm_start_iters={config.warm_start_iters} trains on public "
+                                  f"data; {_PUBLIC_FIX} or set warm_start_iters=0")
+        return config
+
+    def schedule(self, config: DPGANConfig, data: DataInfo) -> list[MechanismSpec]:
+        q = config.batch_size / data.num_records
+        if q > 1:
+            raise ConfigError(f"batch_size={config.batch_size} exceeds the {data.num_records} "
+                              "training records; use a smaller batch_size")
+        # k groups, each rescaled by 1/C_j: sensitivity sqrt(k) (design.md 3.5).
+        return [MechanismSpec(name=CRITIC, sample_rate=q, num_steps=math.ceil(config.epochs / q),
+                              sensitivity=math.sqrt(config.groups), share=1.0)]
+
+    def train(self, ctx: WorkerContext) -> None:
+        run_dpgan(ctx)
+
+    def build_generator(self, config: DPGANConfig, data: DataInfo) -> torch.nn.Module:
+        return build_networks(config, data.channels, data.num_classes)[1]
+
+    def sample(self, generator: torch.nn.Module, config: DPGANConfig, labels: torch.Tensor, *,
+               rng: torch.Generator) -> torch.Tensor:
+        return super().sample(generator, config, model_labels(config, labels), rng=rng)
+
+    def pre_noise_releases(
+        self, config: DPGANConfig, data: DataInfo, *, seed: int
+    ) -> list[PreNoiseRelease]:
+        torch.manual_seed(seed)
+        critic, _ = build_networks(config, data.channels, data.num_classes)
+        named = [(n, p.shape) for n, p in critic.named_parameters()]
+
+        def record_grads(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            # Each record's synthetic partner and mixing coefficient come from a
+            # seed tied to the record (public randomness, fixed per record).
+            partners, mix = [], []
+            for x in images:
+                gen = torch.Generator().manual_seed(derived_seed(seed, x.numpy().tobytes()))
+                partners.append(torch.rand(x.shape, generator=gen) * 2 - 1)
+                mix.append(torch.rand(1, 1, 1, generator=gen))
+            grads = critic_record_grads(
+                critic, images, model_labels(config, labels),
+                torch.stack(partners) if partners else torch.zeros(0, *images.shape[1:]),
+                torch.stack(mix) if mix else torch.zeros(0, 1, 1, 1), gp_weight=config.gp_weight)
+            return torch.cat([g.flatten(1) for g in grads], dim=1)
+
+        if config.adaptive_clip:
+            # Bounds from a stand-in public batch (uniform noise images, public seed).
+            gen = torch.Generator().manual_seed(seed)
+            stand_in = torch.rand(16, data.channels, data.image_size, data.image_size,
+                                  generator=gen) * 2 - 1
+            unit_of, units = parameter_units(named)
+            groups = adaptive_groups(
+                record_grads(stand_in, torch.randint(data.num_classes, (16,), generator=gen)),
+                unit_of, units, groups=config.groups)
+        else:
+            groups = fixed_groups(named, groups=config.groups, clip=config.clip,
+                                  bias_clip=config.bias_clip)
+
+        def critic_sum(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            return grouped_clipped_sum(record_grads(images, labels), groups)
+
+        return [PreNoiseRelease(mechanism=CRITIC, compute=critic_sum,
+                                sensitivity=math.sqrt(config.groups))]
+
+
+register_method(DPGAN())

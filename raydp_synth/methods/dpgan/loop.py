@@ -1,0 +1,246 @@
+"""dpGAN on one Ray Train worker (001_8a04fbe4c85204f1.txt, Algorithm 3).
+
+1. Warm start (optional, public data only): ``warm_start_iters`` non-private
+   WGAN-GP iterations on batches of the declared public records.
+2. Each critic step is one release of the mechanism ``critic``: a Poisson sample of
+   rate q (secret seed); per-record gradients of the pair (record, synthetic
+   partner), ``D(f_i) - D(x_i) + lambda GP_i`` (:mod:`raydp_synth.methods.dpwgan.mechanisms`,
+   the unit is the pair); the clip groups of this step (fixed, or estimated on a
+   public batch); :func:`~raydp_synth.methods.dpgan.grouping.grouped_release`
+   (noise z*sqrt(k)*C_j on group j, z from the plan, divided by qN); an Adam step.
+3. G steps every ``n_critic`` critic steps through the critic, synthetic only.
+
+Privacy: the private records enter through step 2 only. Warm start and the clip
+bounds read the public records, the current critic and G (functions of earlier
+releases) and public randomness; every rank draws the same public batches, so the
+bounds agree across workers. A test runs warm start and the bounds with a sentinel
+private split and checks they never see it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from raydp_synth.data import ImageDataset
+from raydp_synth.methods.dpgan.config import DPGANConfig
+from raydp_synth.methods.dpgan.grouping import (
+    ClipGroups,
+    adaptive_groups,
+    fixed_groups,
+    grouped_release,
+    parameter_units,
+)
+from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
+from raydp_synth.methods.dpwgan.networks import Critic, Generator
+from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
+from raydp_synth.train.context import WorkerContext, derived_seed
+from raydp_synth.train.distributed import broadcast_parameters_, data_parallel_step
+
+__all__ = ["CRITIC", "METRIC_ALLOWLIST", "DPGANModels", "PublicSide", "build_networks", "prepare", "run_dpgan"]
+
+CRITIC = "critic"
+
+#: Safe because: counters and epsilon_spent are public arithmetic; g_loss and
+#: d_fake are the critic's scores of synthetic records (the critic is a DP
+#: release); clip_bound is the mean of this epoch's group bounds, computed from
+#: public data and the critic. No loss on real records, no wall time.
+METRIC_ALLOWLIST = frozenset({"epoch", "step", "epsilon_spent", "g_loss", "d_fake", "clip_bound"})
+
+
+def build_networks(config: DPGANConfig, channels: int, num_classes: int) -> tuple[Critic, Generator]:
+    """The WGAN-GP critic and generator (the small-images architecture, shared with
+    dpwgan); the unconditional variant sees one constant label."""
+    k = num_classes if config.conditional else 1
+    critic = Critic(image_size=config.image_size, channels=channels, num_classes=k,
+                    capacity=config.capacity)
+    generator = Generator(image_size=config.image_size, channels=channels, num_classes=k,
+                          capacity=config.capacity, latent_dim=config.latent_dim)
+    return critic, generator
+
+
+def model_labels(config: DPGANConfig, labels: torch.Tensor) -> torch.Tensor:
+    """The labels the networks see: the real ones, or 0 for the unconditional variant."""
+    return labels if config.conditional else torch.zeros_like(labels)
+
+
+class PublicSide:
+    """Everything dpGAN does with the declared public records: warm start and the
+    adaptive clip groups. It holds the public records and a rank-independent public
+    generator, and no reference to the private data.
+    """
+
+    def __init__(self, config: DPGANConfig, public: ImageDataset | None, *,
+                 critic: Critic, generator: Generator, num_classes: int,
+                 device: torch.device) -> None:
+        self.config, self.critic, self.gen, self.device = config, critic, generator, device
+        self.num_classes = num_classes
+        self.rng = torch.Generator().manual_seed(derived_seed(config.seed, "dpgan-public"))
+        self.images = torch.as_tensor(public.images) if public is not None else None
+        self.labels = torch.as_tensor(public.labels) if public is not None else None
+        names = [(n, p.shape) for n, p in critic.named_parameters()]
+        self.named_shapes = names
+        self.unit_of, self.weight_units = parameter_units(names)
+
+    def _batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A public batch with synthetic partners (of the same labels) and mixes."""
+        assert self.images is not None and self.labels is not None
+        size = min(self.config.public_batch_size, len(self.images))
+        idx = torch.randperm(len(self.images), generator=self.rng)[:size]
+        x, y = self.images[idx].to(self.device), model_labels(self.config, self.labels[idx])
+        with torch.no_grad():
+            z = torch.randn(max(size, 2), self.config.latent_dim, generator=self.rng)
+            y_pad = torch.cat([y, y.new_zeros(max(0, 2 - size))])
+            partners = self.gen(z.to(self.device), y_pad.to(self.device))[:size]
+        mix = torch.rand(size, 1, 1, 1, generator=self.rng).to(self.device)
+        return x, y.to(self.device), partners, mix
+
+    def _record_grads(self) -> torch.Tensor:
+        x, y, partners, mix = self._batch()
+        grads = critic_record_grads(self.critic, x, y, partners, mix,
+                                    gp_weight=self.config.gp_weight)
+        return torch.cat([g.flatten(1) for g in grads], dim=1)
+
+    def clip_groups(self) -> ClipGroups:
+        """This step's groups: fixed bounds, or estimated on a public batch."""
+        cfg = self.config
+        if not cfg.adaptive_clip:
+            return fixed_groups(self.named_shapes, groups=cfg.groups, clip=cfg.clip,
+                                bias_clip=cfg.bias_clip)
+        return adaptive_groups(self._record_grads(), self.unit_of, self.weight_units,
+                               groups=cfg.groups)
+
+    def warm_start(self, opt_d: torch.optim.Optimizer, opt_g: torch.optim.Optimizer) -> None:
+        """``warm_start_iters`` non-private WGAN-GP iterations on public batches."""
+        cfg = self.config
+        params = list(self.critic.parameters())
+        for it in range(1, cfg.warm_start_iters + 1):
+            grads = self._record_grads().mean(dim=0)
+            start = 0
+            for p in params:
+                p.grad = grads[start:start + p.numel()].view_as(p).to(p)
+                start += p.numel()
+            opt_d.step()
+            opt_d.zero_grad(set_to_none=True)
+            if it % cfg.n_critic == 0:
+                y = model_labels(cfg, torch.randint(self.num_classes, (cfg.public_batch_size,),
+                                                    generator=self.rng))
+                z = torch.randn(cfg.public_batch_size, cfg.latent_dim, generator=self.rng)
+                loss = -self.critic(self.gen(z.to(self.device), y.to(self.device)),
+                                    y.to(self.device)).mean()
+                opt_g.zero_grad(set_to_none=True)
+                loss.backward()
+                opt_g.step()
+                self.critic.zero_grad(set_to_none=True)
+
+
+@dataclass
+class DPGANModels:
+    """The networks, their optimisers and the public side, ready for the DP steps."""
+
+    critic: Critic
+    gen: Generator
+    opt_d: torch.optim.Optimizer
+    opt_g: torch.optim.Optimizer
+    public: PublicSide
+
+
+def prepare(ctx: WorkerContext) -> DPGANModels:
+    """Build the networks and run the warm start. Reads no private record (a test
+    runs it with a training split that fails on any read)."""
+    cfg: DPGANConfig = ctx.config
+    data, device = ctx.data, ctx.device
+    torch.manual_seed(cfg.seed)  # identical initial parameters on every rank
+    critic, gen = build_networks(cfg, data.channels, data.num_classes)
+    critic, gen = critic.to(device), gen.to(device)
+    betas = (cfg.beta1, cfg.beta2)
+    opt_d = torch.optim.Adam(critic.parameters(), lr=cfg.lr_d, betas=betas)
+    opt_g = torch.optim.Adam(gen.parameters(), lr=cfg.lr_g, betas=betas)
+    public = PublicSide(cfg, ctx.public, critic=critic, generator=gen,
+                        num_classes=data.num_classes, device=device)
+    if cfg.warm_start_iters:
+        public.warm_start(opt_d, opt_g)
+        broadcast_parameters_(critic)  # every rank ran the same public iterations
+        broadcast_parameters_(gen)
+        ctx.log(f"[dpgan] warm start: {cfg.warm_start_iters} iterations on "
+                f"{len(ctx.public) if ctx.public is not None else 0} public records")
+    return DPGANModels(critic=critic, gen=gen, opt_d=opt_d, opt_g=opt_g, public=public)
+
+
+def run_dpgan(ctx: WorkerContext) -> None:
+    cfg: DPGANConfig = ctx.config
+    data, device, plan = ctx.data, ctx.device, ctx.plan
+    mech = plan.mechanism(CRITIC)
+    assert mech.sample_rate is not None
+    models = prepare(ctx)
+    critic, gen, public = models.critic, models.gen, models.public
+    opt_d, opt_g = models.opt_d, models.opt_g
+    params = list(critic.parameters())
+    images = torch.as_tensor(ctx.train.images)
+    labels = torch.as_tensor(ctx.train.labels)
+    shard = shard_indices(len(ctx.train), rank=ctx.rank, world_size=ctx.world_size)
+    sampler = PoissonSampler(shard, sample_rate=mech.sample_rate,
+                             generator=ctx.secret_generator("sample", CRITIC))
+    fake_gen = ctx.generator("fakes")
+    expected = mech.sample_rate * data.num_records
+    fakes_local = max(2, math.ceil(expected / ctx.world_size))
+    k = data.num_classes
+    steps_per_epoch = max(1, math.ceil(1 / mech.sample_rate))
+    checkpoint_every = max(1, math.ceil(mech.num_steps / steps_per_epoch / 10))
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+
+    def add(key: str, value: float) -> None:
+        sums[key] = sums.get(key, 0.0) + value
+        counts[key] = counts.get(key, 0) + 1
+
+    for step in range(1, mech.num_steps + 1):
+        groups = public.clip_groups()
+        if abs(math.sqrt(groups.k) - mech.sensitivity) > 1e-9:
+            raise RuntimeError(f"{groups.k} clip groups but the plan's sensitivity is "
+                               f"{mech.sensitivity} (sqrt(k) expected)")
+        add("clip_bound", float(groups.bounds.mean()))
+        idx = sampler.sample()
+        real, y_real = images[idx].to(device), model_labels(cfg, labels[idx]).to(device)
+        with torch.no_grad():  # one partner per record, for the record's label
+            z = torch.randn(max(len(idx), 2), cfg.latent_dim, generator=fake_gen).to(device)
+            y_pad = torch.cat([y_real, y_real.new_zeros(max(0, 2 - len(idx)))])
+            partners = gen(z, y_pad)[: len(idx)]
+        mix = torch.rand(len(idx), 1, 1, 1, generator=fake_gen).to(device)
+        grads = critic_record_grads(critic, real, y_real, partners, mix, gp_weight=cfg.gp_weight)
+        flat = torch.cat([g.flatten(1) for g in grads], dim=1)
+        released = grouped_release(flat, groups, noise_multiplier=mech.noise_multiplier,
+                                   expected_batch_size=expected, generator=ctx.noise_generator)
+        start = 0
+        for p in params:
+            p.grad = released[start:start + p.numel()].view_as(p).to(p)
+            start += p.numel()
+        opt_d.step()
+        opt_d.zero_grad(set_to_none=True)
+
+        if step % cfg.n_critic == 0:  # G: synthetic records only
+            y_fake = model_labels(cfg, torch.randint(k, (fakes_local,), generator=fake_gen)).to(device)
+            z = torch.randn(fakes_local, cfg.latent_dim, generator=fake_gen).to(device)
+            g_loss = -critic(gen(z, y_fake), y_fake).mean()
+            add("d_fake", -g_loss.item())
+            data_parallel_step(g_loss, gen, opt_g)
+            critic.zero_grad(set_to_none=True)
+            add("g_loss", g_loss.item())
+
+        if step % steps_per_epoch == 0 or step == mech.num_steps:
+            epoch = math.ceil(step / steps_per_epoch)
+            metrics = {key: sums[key] / counts[key] for key in sums}
+            metrics.update(epoch=epoch, step=step)
+            if plan.private:
+                metrics["epsilon_spent"] = plan.spent_epsilon({CRITIC: step})
+            sums.clear()
+            counts.clear()
+            state = None
+            if ctx.rank == 0 and (epoch % checkpoint_every == 0 or step == mech.num_steps):
+                state = {"generator": gen.state_dict(), "critic": critic.state_dict(),
+                         "steps": {CRITIC: step}}
+            ctx.report(metrics, state)
+            ctx.log(f"[dpgan] epoch {epoch}: " + ", ".join(
+                f"{key}={v:.4g}" for key, v in sorted(metrics.items()) if key != "epoch"))

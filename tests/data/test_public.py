@@ -1,0 +1,92 @@
+"""Data declared public (``--public SPEC[:fraction=F]``): parsing, the carve-out from
+the training split, its neighbouring property, and the errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from raydp_synth.data import load_dataset, load_training_data, parse_public_spec
+from raydp_synth.errors import DataError
+
+from .helpers import write_png
+
+
+def _rows(images: np.ndarray) -> set[bytes]:
+    return {row.tobytes() for row in images}
+
+
+def test_parse_public_spec() -> None:
+    assert str(parse_public_spec("digits:fraction=0.02")) == "digits:fraction=0.02"
+    assert parse_public_spec(" folder:/data/pub ").fraction is None
+    parquet = parse_public_spec("parquet:s3://bucket/x.parquet:fraction=0.1")
+    assert parquet.dataset == "parquet:s3://bucket/x.parquet" and parquet.fraction == 0.1
+    for bad in ("digits:fraction=0", "digits:fraction=1.5", "digits:fraction=abc", "nope"):
+        with pytest.raises(DataError):
+            parse_public_spec(bad)
+
+
+def test_fraction_of_the_training_data_is_taken_out_of_the_training_split() -> None:
+    full = load_dataset("digits").train
+    splits, public = load_training_data("digits", public="digits:fraction=0.05")
+    assert public is not None and public.public and not splits.train.public
+    assert len(public) + len(splits.train) == len(full)
+    assert 0.02 * len(full) < len(public) < 0.09 * len(full)  # Binomial(n, 0.05), wide margin
+    assert _rows(public.images).isdisjoint(_rows(splits.train.images))
+    assert _rows(public.images) | _rows(splits.train.images) == _rows(full.images)
+    val = load_dataset("digits").val
+    assert np.array_equal(splits.val.images, val.images)  # validation and test keep theirs
+    again, public_again = load_training_data("digits", public="digits:fraction=0.05")
+    assert np.array_equal(public_again.images, public.images)
+
+
+def test_without_public_data_nothing_changes() -> None:
+    splits, public = load_training_data("digits", public=None)
+    assert public is None and len(splits.train) == len(load_dataset("digits").train)
+
+
+def _folder(root: Path, count: int) -> Path:
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        write_png(root / f"c{i % 2}" / f"{i:03d}.png", rng.integers(0, 256, (8, 8), dtype=np.uint8))
+    return root
+
+
+def test_neighbouring_datasets_give_neighbouring_public_and_private_parts(tmp_path: Path) -> None:
+    """Adding one record moves no other record between public and private (the
+    carve-out hashes each record alone), so the private training splits are
+    neighbouring and DP on them is DP for the dataset."""
+    small, large = _folder(tmp_path / "a", 80), _folder(tmp_path / "b", 81)
+    parts = []
+    for root in (small, large):
+        splits, public = load_training_data(f"folder:{root}", public=f"folder:{root}:fraction=0.3")
+        parts.append((_rows(splits.train.images), _rows(public.images)))
+    (train_a, pub_a), (train_b, pub_b) = parts
+    assert len(train_b - train_a) + len(pub_b - pub_a) <= 1
+    assert train_a <= train_b and pub_a <= pub_b
+
+
+def test_the_whole_training_dataset_cannot_be_declared_public() -> None:
+    with pytest.raises(DataError, match="fraction"):
+        load_training_data("digits", public="digits")
+
+
+def test_another_public_dataset_must_match_the_training_data(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    for i in range(20):  # RGB: the digits are grayscale
+        write_png(tmp_path / f"c{i % 10}" / f"{i}.png", rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
+    with pytest.raises(DataError, match="same kind"):
+        load_training_data("digits", public=f"folder:{tmp_path}")
+
+
+def test_another_dataset_is_public_whole_or_by_fraction(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    for i in range(40):
+        write_png(tmp_path / f"c{i % 10}" / f"{i:02d}.png", rng.integers(0, 256, (8, 8), dtype=np.uint8))
+    splits, public = load_training_data("digits", public=f"folder:{tmp_path}")
+    assert public is not None and len(public) == 40 and public.public
+    assert len(splits.train) == len(load_dataset("digits").train)
+    _, part = load_training_data("digits", public=f"folder:{tmp_path}:fraction=0.5")
+    assert 0 < len(part) < 40
