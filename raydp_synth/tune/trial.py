@@ -29,15 +29,26 @@ import torch
 
 from raydp_synth.errors import ConfigError
 
-__all__ = ["TRIAL_CHECKPOINT", "run_trial"]
+__all__ = ["TRIAL_CHECKPOINT", "TRIAL_METRICS", "run_trial"]
 
 TRIAL_CHECKPOINT = "trial.json"
 REFUSED_SCORE = -math.inf
+
+#: The keys a trial reports to Tune itself (besides its workers' metrics, which the
+#: method's allow-list holds). Safe because: ``score`` is the selection score, a
+#: mechanism of the granted plan; ``granted``/``invalid``/``reason`` say whether the
+#: accountant granted the plan or the config was refused (functions of public
+#: configs and of the plans already granted); ``trial_epsilon`` is the plan's
+#: epsilon (public arithmetic); ``epoch`` the last epoch run (public schedule).
+TRIAL_METRICS = frozenset({"score", "granted", "invalid", "reason", "trial_epsilon", "epoch"})
 
 
 def _report_final(metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
     from ray import tune
 
+    unsafe = sorted(set(metrics) - TRIAL_METRICS)
+    if unsafe:
+        raise RuntimeError(f"trial metric(s) {unsafe} are not on TRIAL_METRICS")
     checkpoint = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
     tune.report(metrics, checkpoint=checkpoint)
 

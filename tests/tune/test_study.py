@@ -73,6 +73,20 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     assert statement["released_trial_plan"]["event"] in [g["event"] for g in grants]
     for name in ("generator.pt", "generator.json", "samples.png", "synthetic.parquet"):
         assert (study / "release" / name).is_file()
+    # What reached Tune (progress, dashboard, result.json): Tune's own bookkeeping,
+    # the trial's TRIAL_METRICS and DPAF's allow-listed worker metrics, nothing else.
+    from ray.tune.result import AUTO_RESULT_KEYS
+
+    from raydp_synth.methods import get_method
+    from raydp_synth.tune.trial import TRIAL_METRICS
+
+    tune_keys = set(AUTO_RESULT_KEYS) | {"trial_id", "done", "checkpoint_path", "should_checkpoint"}
+    allowed = tune_keys | TRIAL_METRICS | get_method("dpaf").metric_allowlist
+    results = [json.loads(line) for path in study.glob("tune/*/result.json")
+               for line in path.read_text().splitlines() if line.strip()]
+    assert len(results) >= 3
+    assert {key for r in results for key in r} <= allowed
+    assert all("score" in r for r in results if r.get("done"))
     # The budget CLI prices the ledger the same way, without Ray.
     from raydp_synth.budget import ledger_statement
 
