@@ -1,0 +1,39 @@
+"""A dpGAN run with declared public data, on 2 Ray Train workers: warm start and
+adaptive clip groups run, the public part is out of the training split, and the
+release names the declaration."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from raydp_synth.data import load_dataset, load_training_data
+from raydp_synth.methods import get_method
+from raydp_synth.train.driver import TrainRequest, run_training
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def test_dpgan_with_a_public_fraction_of_digits(ray_local, tmp_path) -> None:
+    out = tmp_path / "run"
+    run_training(TrainRequest(
+        method="dpgan", epsilon=5.0, delta=1e-5, out=out, workers=2, evaluate=False,
+        public="digits:fraction=0.05",
+        settings={"epochs": "1", "capacity": "4", "groups": "3", "warm_start_iters": "4",
+                  "public_batch_size": "16"},
+    ))
+    run = json.loads((out / "run.json").read_text())
+    splits, public = load_training_data("digits", public="digits:fraction=0.05")
+    assert run["public"] == "digits:fraction=0.05"
+    assert run["data_info"]["num_records"] == len(splits.train) < len(load_dataset("digits").train)
+    assert run["data_info"]["public_records"] == len(public)
+    assert run["config"]["adaptive_clip"] is True
+    statement = json.loads((out / "release" / "privacy.json").read_text())
+    assert statement["public_data"]["declared"] == "digits:fraction=0.05"
+    assert statement["epsilon"] <= 5.0
+    critic = statement["plan"]["mechanisms"][0]
+    assert critic["name"] == "critic" and critic["sensitivity"] == pytest.approx(3 ** 0.5)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics and all(set(m) <= get_method("dpgan").metric_allowlist for m in metrics)
+    assert metrics[-1]["clip_bound"] > 0
