@@ -96,6 +96,9 @@ class Method(ABC):
     name: ClassVar[str]
     config_class: ClassVar[type]
     metric_allowlist: ClassVar[frozenset[str]]
+    #: Public-data declarations a method uses when the user gives no ``--public``,
+    #: by dataset spec (only for public embedded data, documented in the README).
+    default_public: ClassVar[Mapping[str, str]] = {}
 
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> Any:
         """A validated config from user values (``--set``, search space) and defaults;

@@ -9,6 +9,12 @@ __all__ = ["get_method", "method_names", "register_method"]
 
 _REGISTRY: dict[str, Method] = {}
 
+#: Methods of the papers that are not built yet: asking for one says so.
+NOT_BUILT = {
+    "privimage-d": ("privimage-d (PrivImage's diffusion variant) is not built yet (issue 6); "
+                    "use privimage-g, PrivImage's GAN variant"),
+}
+
 
 def register_method(method: Method) -> Method:
     """Register a method under ``method.name``; a second registration is an error."""
@@ -23,6 +29,7 @@ def _load_builtin_methods() -> None:
     import raydp_synth.methods.dpaf  # noqa: F401
     import raydp_synth.methods.dpgan  # noqa: F401
     import raydp_synth.methods.dpwgan  # noqa: F401
+    import raydp_synth.methods.privimage  # noqa: F401
 
 
 def get_method(name: str) -> Method:
@@ -32,6 +39,8 @@ def get_method(name: str) -> Method:
         ConfigError: unknown name (the message lists the registered ones).
     """
     _load_builtin_methods()
+    if name in NOT_BUILT:
+        raise ConfigError(NOT_BUILT[name])
     if name not in _REGISTRY:
         raise ConfigError(
             f"unknown method {name!r}; registered methods: {', '.join(method_names())}"

@@ -47,7 +47,7 @@ from raydp_synth.release import TrainedGenerator, privacy_statement, write_relea
 from raydp_synth.train.context import derived_seed
 from raydp_synth.train.worker import CHECKPOINT_METRICS, CHECKPOINT_STATE, train_loop_per_worker
 
-__all__ = ["RunResult", "TrainRequest", "data_info", "fit_on_ray_train", "public_records", "run_training"]
+__all__ = ["RunResult", "TrainRequest", "data_info", "effective_public", "fit_on_ray_train", "public_records", "run_training"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,6 +195,20 @@ def fit_on_ray_train(
     return state, metrics
 
 
+def effective_public(method: Any, dataset: str, public: str | None) -> str | None:
+    """The user's ``--public``, or the method's documented default for ``dataset``
+    (announced on stdout: declaring data public is the curator's decision)."""
+    if public is not None:
+        return public
+    from raydp_synth.data import parse_dataset_spec
+
+    default = method.default_public.get(str(parse_dataset_spec(dataset)))
+    if default is not None:
+        print(f"[raydp_synth] {method.name}: no --public given; using the documented default "
+              f"declaration --public {default} (see README)")
+    return default
+
+
 def data_info(train: ImageDataset, public: ImageDataset | None) -> DataInfo:
     """The public facts of a training split (and of the declared public records)."""
     return DataInfo(num_records=len(train), image_size=train.image_shape[1],
@@ -223,7 +237,8 @@ def _run_training(request: TrainRequest) -> RunResult:
         raise ConfigError(
             f"image_size={image_size!r} is not an integer; use e.g. --set image_size=32"
         ) from None
-    splits, public = load_training_data(request.dataset, public=request.public, image_size=size,
+    declared = effective_public(method, request.dataset, request.public)
+    splits, public = load_training_data(request.dataset, public=declared, image_size=size,
                                         seed=request.seed)
     train = splits.train
     data = data_info(train, public)
@@ -266,7 +281,7 @@ def _run_training(request: TrainRequest) -> RunResult:
         print("[raydp_synth]   NON-PRIVATE reference run: no noise, epsilon = inf")
     (out / "run.json").write_text(json.dumps({
         "method": method.name, "dataset": request.dataset, "workers": request.workers,
-        "use_gpu": request.use_gpu, "seed": request.seed, "public": request.public,
+        "use_gpu": request.use_gpu, "seed": request.seed, "public": declared,
         "config": config_to_dict(config),
         "data_info": data.__dict__, "plan": plan.to_dict(), "non_private": request.non_private,
         "score": {"classifier": request.score_classifier,
@@ -278,7 +293,7 @@ def _run_training(request: TrainRequest) -> RunResult:
     start = time.monotonic()
     state, metrics = fit_on_ray_train(
         method=method.name, config=config, data=data, plan=plan, dataset=str(request.dataset),
-        data_seed=request.seed, dp_seed=dp_seed, public=request.public, workers=request.workers,
+        data_seed=request.seed, dp_seed=dp_seed, public=declared, workers=request.workers,
         use_gpu=request.use_gpu, cpus_per_worker=min(1.0, total_cpus / request.workers),
         storage=out / "ray", name="train",
     )
@@ -293,7 +308,7 @@ def _run_training(request: TrainRequest) -> RunResult:
     )
     (out / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
     scope = "one training run and its selection score (no hyperparameter search)"
-    statement = privacy_statement(plan, scope=scope, dataset=request.dataset, public=request.public)
+    statement = privacy_statement(plan, scope=scope, dataset=request.dataset, public=declared)
     write_release(out / "release", generator=generator, statement=statement,
                   num_synthetic=data.num_records, seed=request.seed)
     epsilon = statement["epsilon"]

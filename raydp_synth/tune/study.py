@@ -146,9 +146,10 @@ def _run_study(request: StudyRequest) -> StudyResult:
 
     method = get_method(request.method)
     shape = parse_distribution(request.distribution)
-    from raydp_synth.train.driver import data_info
+    from raydp_synth.train.driver import data_info, effective_public
 
-    splits, public = load_training_data(request.dataset, public=request.public, seed=request.seed)
+    declared = effective_public(method, request.dataset, request.public)
+    splits, public = load_training_data(request.dataset, public=declared, seed=request.seed)
     train = splits.train
     data = data_info(train, public)
     validate_delta(request.delta, dataset_size=data.num_records)
@@ -199,7 +200,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
     if not request.resume:
         (study_dir / "study.json").write_text(json.dumps({
             "request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()},
-            "data_info": data.__dict__, "search_space": str(space.path),
+            "data_info": data.__dict__, "search_space": str(space.path), "public": declared,
             "reference_plan": reference.to_dict() if reference is not None else None,
         }, indent=2))
     concurrent = request.max_concurrent
@@ -208,7 +209,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
     payload = {
         "name": name, "study_dir": str(study_dir), "method": method.name,
         "data_info": data.__dict__, "dataset": request.dataset, "seed": request.seed,
-        "public": request.public,
+        "public": declared,
         "epsilon": request.epsilon, "delta": request.delta, "selection": request.selection,
         "trials": request.trials, "space": space, "workers": request.workers_per_trial,
         "use_gpu": request.use_gpu, "cpus_per_worker": cpus_per_worker,
@@ -311,8 +312,9 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
         "dataset": request.dataset,
         "released_trial_plan": info["plan"],
     }
-    if request.public is not None:
-        full["public_data"] = public_data_note(request.public)
+    declared = json.loads((study_dir / "study.json").read_text()).get("public")
+    if declared is not None:
+        full["public_data"] = public_data_note(declared)
     write_release(study_dir / "release", generator=generator, statement=full,
                   num_synthetic=generator.data.num_records, seed=request.seed)
     trial_id = info["trial_id"]

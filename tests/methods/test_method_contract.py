@@ -7,6 +7,8 @@ covered), changes by at most the sensitivity its plan declares.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -15,7 +17,10 @@ from raydp_synth.methods import DataInfo, get_method, method_names
 
 SMALL = {"dpaf": {"epochs": 2, "classifier_epochs": 1, "base_width": 8},
          "dpwgan": {"epochs": 2, "capacity": 4},
-         "dpgan": {"epochs": 2, "capacity": 4}}
+         "dpgan": {"epochs": 2, "capacity": 4},
+         "privimage-g": {"epochs": 2, "capacity": 4, "k1": 2}}
+# Methods that need declared public data are checked with some.
+NEEDS_PUBLIC = {"privimage-g"}
 # Extra configurations whose mechanisms compute differently (each gets the test too).
 VARIANTS = {"dpaf": [{"aggregation": "batch"}, {"aggregation": "class", "layer_split": "C1-C1-C1"}],
             "dpgan": [{"groups": 1}, {"conditional": False}]}
@@ -32,9 +37,13 @@ def digits():
     return t, info
 
 
+def _info_for(name: str, info: DataInfo) -> DataInfo:
+    return dataclasses.replace(info, public_records=100) if name in NEEDS_PUBLIC else info
+
+
 @pytest.mark.parametrize("name", method_names())
 def test_every_plan_mechanism_has_a_neighbouring_test(name: str, digits) -> None:
-    _, info = digits
+    info = _info_for(name, digits[1])
     method = get_method(name)
     config = method.make_config(SMALL.get(name, {}), info)
     plan = method.plan(config, epsilon=3.0, delta=1e-5, data=info)
@@ -46,7 +55,7 @@ def test_every_plan_mechanism_has_a_neighbouring_test(name: str, digits) -> None
 
 @pytest.mark.parametrize(("name", "values"), CASES)
 def test_neighbouring_datasets_differ_by_at_most_the_sensitivity(name: str, values: dict, digits) -> None:
-    train, info = digits
+    train, info = digits[0], _info_for(name, digits[1])
     method = get_method(name)
     config = method.make_config(values, info)
     images = torch.as_tensor(train.images[:12])

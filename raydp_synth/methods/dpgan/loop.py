@@ -20,6 +20,7 @@ private split and checks they never see it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -169,7 +170,11 @@ def prepare(ctx: WorkerContext) -> DPGANModels:
     return DPGANModels(critic=critic, gen=gen, opt_d=opt_d, opt_g=opt_g, public=public)
 
 
-def run_dpgan(ctx: WorkerContext) -> None:
+def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = None) -> None:
+    """The dpGAN loop; ``spent_before``: steps of other plan mechanisms already
+    released (a method that runs this loop after its own releases, e.g.
+    PrivImage's semantic query), so that ``epsilon_spent`` counts them."""
+    spent_before = dict(spent_before or {})
     cfg: DPGANConfig = ctx.config
     data, device, plan = ctx.data, ctx.device, ctx.plan
     mech = plan.mechanism(CRITIC)
@@ -234,13 +239,13 @@ def run_dpgan(ctx: WorkerContext) -> None:
             metrics = {key: sums[key] / counts[key] for key in sums}
             metrics.update(epoch=epoch, step=step)
             if plan.private:
-                metrics["epsilon_spent"] = plan.spent_epsilon({CRITIC: step})
+                metrics["epsilon_spent"] = plan.spent_epsilon({**spent_before, CRITIC: step})
             sums.clear()
             counts.clear()
             state = None
             if ctx.rank == 0 and (epoch % checkpoint_every == 0 or step == mech.num_steps):
                 state = {"generator": gen.state_dict(), "critic": critic.state_dict(),
-                         "steps": {CRITIC: step}}
+                         "steps": {**spent_before, CRITIC: step}}
             ctx.report(metrics, state)
             ctx.log(f"[dpgan] epoch {epoch}: " + ", ".join(
                 f"{key}={v:.4g}" for key, v in sorted(metrics.items()) if key != "epoch"))

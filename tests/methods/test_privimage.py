@@ -1,0 +1,138 @@
+"""PrivImage+G: the plan (query + fine-tuning), the query's noise read from the plan,
+selection as post-processing, public data required, and the loop."""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting as dpa
+import numpy as np
+import pytest
+import torch
+
+from raydp_synth.data import ImageDataset, load_training_data
+from raydp_synth.errors import ConfigError
+from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.methods.privimage import SEMANTIC_QUERY, release_semantics
+from raydp_synth.methods.privimage.semantics import SemanticQuery, select_public, semantic_histogram
+from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.train.context import WorkerContext
+from tests.stats import assert_gaussian_std
+
+PRIVIMAGE = get_method("privimage-g")
+
+
+@pytest.fixture(scope="module")
+def digits():
+    splits, public = load_training_data("digits", public="digits:fraction=0.3")
+    train = splits.train
+    info = DataInfo(num_records=len(train), image_size=16, channels=1, num_classes=10,
+                    public_records=len(public))
+    return train, public, info
+
+
+def test_public_data_is_required() -> None:
+    with pytest.raises(ConfigError, match="--public"):
+        PRIVIMAGE.make_config({}, DataInfo(num_records=1000, image_size=16, channels=1,
+                                           num_classes=10))
+    assert PRIVIMAGE.default_public == {"digits": "digits:fraction=0.3"}
+    with pytest.raises(ConfigError, match="not built"):
+        get_method("privimage-d")
+
+
+def test_plan_is_the_one_shot_query_composed_with_the_fine_tuning(digits) -> None:
+    """Theorem F.2: epsilon of Gaussian(z_q) (no subsampling) + T Poisson-subsampled
+    Gaussian fine-tuning steps (+ the selection score), as dp-accounting prices it."""
+    _, _, info = digits
+    config = PRIVIMAGE.make_config({"k1": 3, "query_share": 0.1, "epochs": 5}, info)
+    plan = PRIVIMAGE.plan(config, epsilon=4.0, delta=1e-5, data=info, score_share=0.05)
+    query, critic = plan.mechanism(SEMANTIC_QUERY), plan.mechanism("critic")
+    assert query.sample_rate is None and query.num_steps == 1
+    assert query.sensitivity == pytest.approx(math.sqrt(3))
+    assert critic.sample_rate == pytest.approx(config.batch_size / info.num_records)
+    score = plan.mechanism("selection_score")
+    direct = dpa.ComposedDpEvent([
+        dpa.GaussianDpEvent(query.noise_multiplier),
+        dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(
+            critic.sample_rate, dpa.GaussianDpEvent(critic.noise_multiplier)), critic.num_steps),
+        dpa.GaussianDpEvent(score.noise_multiplier),
+    ])
+    assert plan.epsilon() == pytest.approx(epsilon_of(direct, delta=1e-5), rel=1e-9)
+    assert 0.99 * 4.0 <= plan.epsilon() <= 4.0
+
+
+def test_query_noise_is_the_plans_multiplier_times_sqrt_k1(digits) -> None:
+    """With no sensitive record the release is noise only: std z * sqrt(k1), z read
+    from the plan's semantic_query mechanism (the one source of the noise)."""
+    train, public, info = digits
+    config = PRIVIMAGE.make_config({"k1": 4, "query_share": 0.2}, info)
+    plan = PRIVIMAGE.plan(config, epsilon=2.0, delta=1e-5, data=info)
+    empty = ImageDataset(images=train.images[:0], labels=train.labels[:0], num_classes=10,
+                         name="empty")
+    query = SemanticQuery(public)
+    draws = []
+    for seed in range(300):  # 300 releases x 100 bins
+        ctx = WorkerContext(config=config, plan=plan, data=info, train=empty, rank=0, world_size=1,
+                            device=torch.device("cpu"),
+                            noise_generator=torch.Generator().manual_seed(seed),
+                            report=lambda m, s: None, log=lambda line: None, dp_seed=1,
+                            public=public)
+        draws.append(release_semantics(ctx, query).flatten())
+    mech = plan.mechanism(SEMANTIC_QUERY)
+    assert_gaussian_std(torch.cat(draws).double().numpy(), mech.noise_multiplier * 2.0)
+
+
+def test_histogram_counts_top_k1_per_class() -> None:
+    top = np.array([[2, 0], [2, 1], [1, 0]])
+    hist = semantic_histogram(top, np.array([0, 0, 1]), num_semantics=3, num_classes=2,
+                              conditional=True)
+    assert hist.tolist() == [[1, 1, 2], [1, 1, 0]]
+    flat = semantic_histogram(top, np.array([0, 0, 1]), num_semantics=3, num_classes=2,
+                              conditional=False)
+    assert flat.tolist() == [[2, 2, 2]]
+
+
+def test_selection_is_deterministic_post_processing_of_the_noisy_histogram(digits) -> None:
+    _, public, _ = digits
+    query = SemanticQuery(public)
+    noisy = torch.zeros(10, query.num_semantics)
+    for c in range(10):
+        noisy[c, (c + 1) % 10] = 5.0  # class c picks semantic c+1
+    noisy[3] = 0.0  # a tie everywhere: the lowest semantic index wins
+    first, chosen = select_public(noisy, public, query.public_semantics, k2=1, conditional=True,
+                                  num_classes=10)
+    again, _ = select_public(noisy, public, query.public_semantics, k2=1, conditional=True,
+                             num_classes=10)
+    assert np.array_equal(first.images, again.images) and np.array_equal(first.labels, again.labels)
+    assert chosen[:, 0].tolist() == [1, 2, 3, 0, 5, 6, 7, 8, 9, 0]
+    # Class 0's pre-training set: the public images of semantic 1, relabelled 0.
+    ones = public.images[public.labels == 1]
+    assert np.array_equal(first.images[first.labels == 0], ones)
+    assert first.public
+
+
+def test_loop_runs_its_plan_and_reports_only_safe_keys(digits) -> None:
+    train, public, info = digits
+    config = PRIVIMAGE.make_config({"epochs": 0.5, "capacity": 4, "pretrain_iters": 2}, info)
+    plan = PRIVIMAGE.plan(config, epsilon=5.0, delta=1e-5, data=info)
+    reports, states = [], []
+
+    def report(metrics, state) -> None:
+        reports.append(dict(metrics))
+        if state is not None:
+            states.append(state)
+
+    ctx = WorkerContext(config=config, plan=plan, data=info, train=train, rank=0, world_size=1,
+                        device=torch.device("cpu"), noise_generator=torch.Generator().manual_seed(0),
+                        report=report, log=lambda line: None, dp_seed=1, public=public)
+    PRIVIMAGE.train(ctx)
+    assert all(set(r) <= PRIVIMAGE.metric_allowlist for r in reports)
+    assert states[-1]["steps"] == {m.name: m.num_steps for m in plan.mechanisms}
+    assert reports[-1]["epsilon_spent"] == pytest.approx(plan.epsilon(), rel=1e-12)
+
+
+def test_packaged_search_space_loads_for_digits(digits) -> None:
+    from raydp_synth.tune.search_space import load_search_space
+
+    space = load_search_space(None, "privimage-g", digits[2])
+    assert {"k1", "k2", "query_share", "lr_d", "batch_size", "epochs"} <= set(space.params)
