@@ -37,3 +37,18 @@ def test_dpgan_with_a_public_fraction_of_digits(ray_local, tmp_path) -> None:
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics and all(set(m) <= get_method("dpgan").metric_allowlist for m in metrics)
     assert metrics[-1]["clip_bound"] > 0
+
+
+def test_privimage_g_on_digits_uses_the_documented_public_declaration(ray_local, tmp_path) -> None:
+    out = tmp_path / "run"
+    run_training(TrainRequest(
+        method="privimage-g", epsilon=5.0, delta=1e-5, out=out, workers=1, evaluate=False,
+        settings={"epochs": "1", "capacity": "4", "pretrain_iters": "4"},
+    ))
+    run = json.loads((out / "run.json").read_text())
+    assert run["public"] == "digits:fraction=0.3"
+    statement = json.loads((out / "release" / "privacy.json").read_text())
+    assert statement["public_data"]["declared"] == "digits:fraction=0.3"
+    assert {m["name"] for m in statement["plan"]["mechanisms"]} == {
+        "semantic_query", "critic", "selection_score"}
+    assert statement["epsilon"] <= 5.0
