@@ -44,14 +44,17 @@ class DPGANConfig:
             labels carry no meaning (CAS does not apply, FID/IS do).
         lr_d, lr_g, beta1, beta2: Adam's settings of the critic and of G.
         seed: public seed of initialisation, synthetic draws and public batches.
+
+    Defaults follow dpwgan's sweep on digits (the same critic step): one critic step
+    per G step, G's learning rate above the critic's, batch 128, 30 epochs.
     """
 
     image_size: int
     capacity: int = 16
     latent_dim: int = 128
-    batch_size: int = 256
-    epochs: float = 20.0
-    n_critic: int = 2
+    batch_size: int = 128
+    epochs: float = 30.0
+    n_critic: int = 1
     gp_weight: float = 10.0
     groups: int = 2
     clip: float = 1.0
@@ -61,7 +64,7 @@ class DPGANConfig:
     public_batch_size: int = 64
     conditional: bool = True
     lr_d: float = 1e-3
-    lr_g: float = 1e-3
+    lr_g: float = 2e-3
     beta1: float = 0.5
     beta2: float = 0.9
     seed: int = 0
