@@ -9,11 +9,8 @@ __all__ = ["get_method", "method_names", "register_method"]
 
 _REGISTRY: dict[str, Method] = {}
 
-#: Methods of the papers that are not built yet: asking for one says so.
-NOT_BUILT = {
-    "privimage-d": ("privimage-d (PrivImage's diffusion variant) is not built yet (issue 6); "
-                    "use privimage-g, PrivImage's GAN variant"),
-}
+#: Methods of the papers that are not built yet: asking for one says so (none now).
+NOT_BUILT: dict[str, str] = {}
 
 
 def register_method(method: Method) -> Method:

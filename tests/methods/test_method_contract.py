@@ -18,9 +18,10 @@ from raydp_synth.methods import DataInfo, get_method, method_names
 SMALL = {"dpaf": {"epochs": 2, "classifier_epochs": 1, "base_width": 8},
          "dpwgan": {"epochs": 2, "capacity": 4},
          "dpgan": {"epochs": 2, "capacity": 4},
-         "privimage-g": {"epochs": 2, "capacity": 4, "k1": 2}}
+         "privimage-g": {"epochs": 2, "capacity": 4, "k1": 2},
+         "privimage-d": {"epochs": 1, "width": 8, "multiplicity": 2, "k1": 2}}
 # Methods that need declared public data are checked with some.
-NEEDS_PUBLIC = {"privimage-g"}
+NEEDS_PUBLIC = {"privimage-g", "privimage-d"}
 # Extra configurations whose mechanisms compute differently (each gets the test too).
 VARIANTS = {"dpaf": [{"aggregation": "batch"}, {"aggregation": "class", "layer_split": "C1-C1-C1"}],
             "dpgan": [{"groups": 1}, {"conditional": False}]}

@@ -20,6 +20,7 @@ from raydp_synth.train.context import WorkerContext
 from tests.stats import assert_gaussian_std
 
 PRIVIMAGE = get_method("privimage-g")
+DIFFUSION = get_method("privimage-d")
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +37,9 @@ def test_public_data_is_required() -> None:
         PRIVIMAGE.make_config({}, DataInfo(num_records=1000, image_size=16, channels=1,
                                            num_classes=10))
     assert PRIVIMAGE.default_public == {"digits": "digits:fraction=0.3"}
-    with pytest.raises(ConfigError, match="not built"):
-        get_method("privimage-d")
+    with pytest.raises(ConfigError, match="--public"):
+        DIFFUSION.make_config({}, DataInfo(num_records=1000, image_size=16, channels=1,
+                                           num_classes=10))
 
 
 def test_plan_is_the_one_shot_query_composed_with_the_fine_tuning(digits) -> None:
@@ -131,8 +133,75 @@ def test_loop_runs_its_plan_and_reports_only_safe_keys(digits) -> None:
     assert reports[-1]["epsilon_spent"] == pytest.approx(plan.epsilon(), rel=1e-12)
 
 
-def test_packaged_search_space_loads_for_digits(digits) -> None:
+def test_packaged_search_spaces_load_for_digits(digits) -> None:
     from raydp_synth.tune.search_space import load_search_space
 
     space = load_search_space(None, "privimage-g", digits[2])
     assert {"k1", "k2", "query_share", "lr_d", "batch_size", "epochs"} <= set(space.params)
+    space = load_search_space(None, "privimage-d", digits[2])
+    assert {"k1", "k2", "query_share", "width", "lr", "batch_size", "epochs"} <= set(space.params)
+
+
+def test_diffusion_plan_is_the_query_composed_with_the_denoiser_steps(digits) -> None:
+    _, _, info = digits
+    config = DIFFUSION.make_config({"k1": 2, "epochs": 3, "query_share": 0.1}, info)
+    plan = DIFFUSION.plan(config, epsilon=3.0, delta=1e-5, data=info)
+    query, denoiser = plan.mechanism(SEMANTIC_QUERY), plan.mechanism("denoiser")
+    assert query.sensitivity == pytest.approx(math.sqrt(2)) and denoiser.sensitivity == config.clip
+    direct = dpa.ComposedDpEvent([
+        dpa.GaussianDpEvent(query.noise_multiplier),
+        dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(
+            denoiser.sample_rate, dpa.GaussianDpEvent(denoiser.noise_multiplier)),
+            denoiser.num_steps)])
+    assert plan.epsilon() == pytest.approx(epsilon_of(direct, delta=1e-5), rel=1e-9)
+
+
+def test_denoiser_per_record_gradients_match_a_loop_and_are_per_record() -> None:
+    from raydp_synth.methods.privimage.diffusion import (
+        DDPMSchedule,
+        UNet,
+        denoiser_record_grads,
+        denoising_loss,
+    )
+
+    torch.manual_seed(0)
+    model, schedule = UNet(channels=1, num_classes=10, width=8), DDPMSchedule()
+    x, y = torch.randn(3, 1, 16, 16), torch.tensor([1, 4, 7])
+    t, noise = torch.randint(1000, (3, 2)), torch.randn(3, 2, 1, 16, 16)
+    batched = denoiser_record_grads(model, schedule, x, y, t, noise)
+    for i in range(3):
+        loss = denoising_loss(model, schedule, x[i:i + 1].expand(2, -1, -1, -1), y[i:i + 1].expand(2),
+                              t[i], noise[i]).mean()
+        for g_loop, g_vmap in zip(torch.autograd.grad(loss, list(model.parameters())), batched,
+                                  strict=True):
+            assert torch.allclose(g_loop, g_vmap[i], atol=1e-5, rtol=1e-4)
+    # Record 0's gradient is the same alone as in the batch: no batch statistics.
+    alone = denoiser_record_grads(model, schedule, x[:1], y[:1], t[:1], noise[:1])
+    assert all(torch.allclose(a[0], b[0], atol=1e-6) for a, b in zip(alone, batched, strict=True))
+
+
+def test_diffusion_loop_runs_its_plan_and_samples_with_ddim(digits) -> None:
+    train, public, info = digits
+    config = DIFFUSION.make_config({"epochs": 0.3, "width": 8, "multiplicity": 2,
+                                    "pretrain_iters": 3, "sample_steps": 5}, info)
+    plan = DIFFUSION.plan(config, epsilon=5.0, delta=1e-5, data=info)
+    reports, states = [], []
+
+    def report(metrics, state) -> None:
+        reports.append(dict(metrics))
+        if state is not None:
+            states.append(state)
+
+    ctx = WorkerContext(config=config, plan=plan, data=info, train=train, rank=0, world_size=1,
+                        device=torch.device("cpu"), noise_generator=torch.Generator().manual_seed(0),
+                        report=report, log=lambda line: None, dp_seed=1, public=public)
+    DIFFUSION.train(ctx)
+    assert all(set(r) <= DIFFUSION.metric_allowlist for r in reports)
+    assert states[-1]["steps"] == {m.name: m.num_steps for m in plan.mechanisms}
+    assert reports[-1]["epsilon_spent"] == pytest.approx(plan.epsilon(), rel=1e-12)
+    model = DIFFUSION.build_generator(config, info)
+    model.load_state_dict(states[-1]["generator"])
+    images = DIFFUSION.sample(model, config, torch.arange(10), rng=torch.Generator().manual_seed(0))
+    assert images.shape == (10, 1, 16, 16) and images.abs().max() <= 1
+    again = DIFFUSION.sample(model, config, torch.arange(10), rng=torch.Generator().manual_seed(0))
+    assert torch.equal(images, again)  # DDIM (eta = 0) is deterministic given x_T

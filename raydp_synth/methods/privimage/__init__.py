@@ -1,10 +1,10 @@
 """PrivImage (004_620720e614b6f1cb.txt): DP semantic query, semantic-aware public
-pre-training, DP-SGD fine-tuning. ``privimage-g`` is the GAN variant; the diffusion
-variant ``privimage-d`` is not built yet (asking for it says so).
+pre-training, DP-SGD fine-tuning: ``privimage-g`` (the GAN variant, fine-tuned as a
+dpGAN run) and ``privimage-d`` (the diffusion variant: a compact U-Net, DDPM, DDIM).
 
 Plan (Theorem F.2): the one-shot Gaussian ``semantic_query`` (sensitivity sqrt(k1),
 no subsampling) composed with the fine-tuning mechanism ``critic`` (T
-Poisson-subsampled Gaussian steps), plus the selection score; the budget split
+Poisson-subsampled Gaussian steps of ``critic`` or ``denoiser``), plus the selection score; the budget split
 between them is ``query_share``. The query's noise in the loop is read from the same
 plan mechanism that the accountant charges (a public implementation accounted a
 different sigma than it used). Pre-training reads only public data and the noisy
@@ -26,11 +26,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from raydp_synth.data import ImageDataset
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease, config_from_mapping
 from raydp_synth.methods.dpgan import DPGAN
 from raydp_synth.methods.dpgan.loop import METRIC_ALLOWLIST, build_networks, model_labels, run_dpgan
-from raydp_synth.methods.privimage.config import PrivImageGConfig
+from raydp_synth.methods.privimage.config import PrivImageDConfig, PrivImageGConfig
+from raydp_synth.methods.privimage.diffusion import DDPMSchedule, ddim_sample, denoiser_record_grads
+from raydp_synth.methods.privimage.diffusion_loop import DENOISER, build_denoiser, run_privimage_d
+from raydp_synth.methods.privimage.diffusion_loop import METRIC_ALLOWLIST as DIFFUSION_METRICS
 from raydp_synth.methods.privimage.semantics import (
     SemanticQuery,
     release_semantic_distribution,
@@ -39,10 +43,12 @@ from raydp_synth.methods.privimage.semantics import (
 )
 from raydp_synth.methods.registry import register_method
 from raydp_synth.privacy.calibration import MechanismSpec
+from raydp_synth.privacy.dp_sgd import clipped_sum
 from raydp_synth.privacy.sampling import shard_indices
-from raydp_synth.train.context import WorkerContext
+from raydp_synth.train.context import WorkerContext, derived_seed
 
-__all__ = ["DEFAULT_PUBLIC", "SEMANTIC_QUERY", "PrivImageG", "PrivImageGConfig", "release_semantics"]
+__all__ = ["DEFAULT_PUBLIC", "SEMANTIC_QUERY", "PrivImageD", "PrivImageDConfig", "PrivImageG",
+           "PrivImageGConfig", "pretraining_set", "release_semantics"]
 
 SEMANTIC_QUERY = "semantic_query"
 DEFAULT_PUBLIC = {"digits": "digits:fraction=0.3"}
@@ -65,6 +71,51 @@ def release_semantics(ctx: WorkerContext, query: SemanticQuery) -> torch.Tensor:
                                          generator=ctx.noise_generator)
 
 
+def pretraining_set(ctx: WorkerContext, method: str) -> ImageDataset:
+    """Release the semantic query and select the public pre-training set (each
+    class's top-k2 semantics, relabelled): the first step of both variants."""
+    cfg = ctx.config
+    if ctx.public is None:
+        raise ConfigError(f"{method} needs the declared public data on every worker")
+    query = SemanticQuery(ctx.public, seed=cfg.seed)
+    noisy = release_semantics(ctx, query)
+    selected, chosen = select_public(noisy, ctx.public, query.public_semantics, k2=cfg.k2,
+                                     conditional=cfg.conditional, num_classes=ctx.data.num_classes)
+    ctx.log(f"[{method}] semantic query released; {len(selected)} public images selected "
+            f"(semantics per class: {query.semantics[chosen].tolist()})")
+    return selected
+
+
+def _query_spec(config: Any) -> MechanismSpec:
+    return MechanismSpec(name=SEMANTIC_QUERY, sample_rate=None, num_steps=1,
+                         sensitivity=math.sqrt(config.k1), share=config.query_share)
+
+
+def _require_public(method: str, data: DataInfo) -> None:
+    if data.public_records == 0:
+        raise ConfigError(f"{method} pre-trains on public data; declare it with --public "
+                          "(e.g. --public folder:DIR, or digits:fraction=0.3 on the digits)")
+
+
+def _query_release(config: Any, data: DataInfo, seed: int) -> PreNoiseRelease:
+    """The query's pre-noise histogram, with Q trained on a stand-in public set."""
+    gen = np.random.default_rng(seed)  # noise images of 5 semantics
+    stand_in = ImageDataset(
+        images=gen.uniform(-1, 1, (50, data.channels, data.image_size, data.image_size))
+        .astype(np.float32),
+        labels=np.arange(50) % 5, num_classes=data.num_classes, name="stand-in", public=True)
+    query = SemanticQuery(stand_in, seed=seed)
+
+    def histogram(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return semantic_histogram(query.top_k(images.numpy(), config.k1), labels.numpy(),
+                                  num_semantics=query.num_semantics,
+                                  num_classes=data.num_classes,
+                                  conditional=config.conditional).flatten()
+
+    return PreNoiseRelease(mechanism=SEMANTIC_QUERY, compute=histogram,
+                           sensitivity=math.sqrt(config.k1))
+
+
 class PrivImageG(Method):
     """PrivImage+G: the GAN variant."""
 
@@ -75,30 +126,18 @@ class PrivImageG(Method):
     default_public = DEFAULT_PUBLIC
 
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> PrivImageGConfig:
-        if data.public_records == 0:
-            raise ConfigError("privimage-g pre-trains on public data; declare it with --public "
-                              "(e.g. --public folder:DIR, or digits:fraction=0.3 on the digits)")
+        _require_public(self.name, data)
         values = dict(values)
         values.setdefault("image_size", data.image_size)
         return config_from_mapping(self.config_class, values)
 
     def schedule(self, config: PrivImageGConfig, data: DataInfo) -> list[MechanismSpec]:
         (critic,) = _DPGAN.schedule(config.fine_tuning(), data)
-        query = MechanismSpec(name=SEMANTIC_QUERY, sample_rate=None, num_steps=1,
-                              sensitivity=math.sqrt(config.k1), share=config.query_share)
-        return [query, dataclasses.replace(critic, share=1.0 - config.query_share)]
+        return [_query_spec(config), dataclasses.replace(critic, share=1.0 - config.query_share)]
 
     def train(self, ctx: WorkerContext) -> None:
         cfg: PrivImageGConfig = ctx.config
-        if ctx.public is None:
-            raise ConfigError("privimage-g needs the declared public data on every worker")
-        query = SemanticQuery(ctx.public, seed=cfg.seed)
-        noisy = release_semantics(ctx, query)
-        selected, chosen = select_public(noisy, ctx.public, query.public_semantics, k2=cfg.k2,
-                                         conditional=cfg.conditional,
-                                         num_classes=ctx.data.num_classes)
-        ctx.log(f"[privimage-g] semantic query released; {len(selected)} public images selected "
-                f"(semantics per class: {query.semantics[chosen].tolist()})")
+        selected = pretraining_set(ctx, self.name)
         fine = dataclasses.replace(ctx, config=cfg.fine_tuning(), public=selected)
         run_dpgan(fine, spent_before={SEMANTIC_QUERY: 1})
 
@@ -112,25 +151,72 @@ class PrivImageG(Method):
     def pre_noise_releases(
         self, config: PrivImageGConfig, data: DataInfo, *, seed: int
     ) -> list[PreNoiseRelease]:
-        from raydp_synth.data import ImageDataset
-
-        gen = np.random.default_rng(seed)  # a stand-in public set (noise images, 5 semantics)
-        stand_in = ImageDataset(
-            images=gen.uniform(-1, 1, (50, data.channels, data.image_size, data.image_size))
-            .astype(np.float32),
-            labels=np.arange(50) % 5, num_classes=data.num_classes, name="stand-in", public=True)
-        query = SemanticQuery(stand_in, seed=seed)
-
-        def histogram(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            return semantic_histogram(query.top_k(images.numpy(), config.k1), labels.numpy(),
-                                      num_semantics=query.num_semantics,
-                                      num_classes=data.num_classes,
-                                      conditional=config.conditional).flatten()
-
         (critic,) = _DPGAN.pre_noise_releases(config.fine_tuning(), data, seed=seed)
-        return [PreNoiseRelease(mechanism=SEMANTIC_QUERY, compute=histogram,
-                                sensitivity=math.sqrt(config.k1)),
-                critic]
+        return [_query_release(config, data, seed), critic]
+
+
+class PrivImageD(Method):
+    """PrivImage+D: the diffusion variant (compact U-Net, DDPM, DDIM sampling)."""
+
+    name = "privimage-d"
+    config_class = PrivImageDConfig
+    metric_allowlist = DIFFUSION_METRICS
+    default_public = DEFAULT_PUBLIC
+
+    def make_config(self, values: Mapping[str, Any], data: DataInfo) -> PrivImageDConfig:
+        _require_public(self.name, data)
+        values = dict(values)
+        values.setdefault("image_size", data.image_size)
+        return config_from_mapping(self.config_class, values)
+
+    def schedule(self, config: PrivImageDConfig, data: DataInfo) -> list[MechanismSpec]:
+        q = config.batch_size / data.num_records
+        if q > 1:
+            raise ConfigError(f"batch_size={config.batch_size} exceeds the {data.num_records} "
+                              "training records; use a smaller batch_size")
+        return [_query_spec(config),
+                MechanismSpec(name=DENOISER, sample_rate=q, num_steps=math.ceil(config.epochs / q),
+                              sensitivity=config.clip, share=1.0 - config.query_share)]
+
+    def train(self, ctx: WorkerContext) -> None:
+        selected = pretraining_set(ctx, self.name)
+        run_privimage_d(ctx, selected, spent_before={SEMANTIC_QUERY: 1})
+
+    def build_generator(self, config: PrivImageDConfig, data: DataInfo) -> torch.nn.Module:
+        return build_denoiser(config, data.channels, data.num_classes)
+
+    def sample(self, generator: torch.nn.Module, config: PrivImageDConfig, labels: torch.Tensor, *,
+               rng: torch.Generator) -> torch.Tensor:
+        """DDIM with ``sample_steps`` steps (the release's generator is the denoiser)."""
+        labels = labels if config.conditional else torch.zeros_like(labels)
+        shape = (generator.inp.in_channels, config.image_size, config.image_size)
+        return ddim_sample(generator, DDPMSchedule(config.diffusion_steps), labels, shape=shape,
+                           steps=config.sample_steps, rng=rng)
+
+    def pre_noise_releases(
+        self, config: PrivImageDConfig, data: DataInfo, *, seed: int
+    ) -> list[PreNoiseRelease]:
+        torch.manual_seed(seed)
+        model = build_denoiser(config, data.channels, data.num_classes)
+        schedule = DDPMSchedule(config.diffusion_steps)
+
+        def denoiser_sum(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            # Each record's draws come from a seed tied to the record (public randomness).
+            ts, noises = [], []
+            for x in images:
+                gen = torch.Generator().manual_seed(derived_seed(seed, x.numpy().tobytes()))
+                ts.append(torch.randint(config.diffusion_steps, (config.multiplicity,), generator=gen))
+                noises.append(torch.randn(config.multiplicity, *x.shape, generator=gen))
+            m = config.multiplicity
+            grads = denoiser_record_grads(
+                model, schedule, images, labels if config.conditional else torch.zeros_like(labels),
+                torch.stack(ts) if ts else torch.zeros(0, m, dtype=torch.long),
+                torch.stack(noises) if noises else torch.zeros(0, m, *images.shape[1:]))
+            return clipped_sum(grads, max_grad_norm=config.clip)
+
+        return [_query_release(config, data, seed),
+                PreNoiseRelease(mechanism=DENOISER, compute=denoiser_sum, sensitivity=config.clip)]
 
 
 register_method(PrivImageG())
+register_method(PrivImageD())

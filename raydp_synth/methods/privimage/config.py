@@ -9,7 +9,7 @@ from raydp_synth.errors import ConfigError
 from raydp_synth.methods.base import require_positive
 from raydp_synth.methods.dpgan.config import DPGANConfig
 
-__all__ = ["PrivImageGConfig"]
+__all__ = ["PrivImageDConfig", "PrivImageGConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,8 +22,8 @@ class PrivImageGConfig:
             k1 = k2 in every experiment).
         k2: semantics each class selects; the selection ratio is k2 / #semantics.
         query_share: budget weight of the semantic query against the fine-tuning
-            (App. D.3: a tiny share suffices; the paper fixes sigma_2 so that the
-            query costs ~0.01).
+            (App. D.3: a tiny share suffices on CIFAR-10's 5000 images a class; the
+            ~100 a class of digits need more than 0.01 for a stable top-1).
         pretrain_iters: non-private WGAN-GP iterations on the selected public data.
         capacity, latent_dim: the GAN's size (the WGAN-GP critic/generator shared
             with dpgan and dpwgan; the paper's small GAN is a DCGAN of the Opacus
@@ -42,7 +42,7 @@ class PrivImageGConfig:
     image_size: int
     k1: int = 1
     k2: int = 1
-    query_share: float = 0.01
+    query_share: float = 0.05
     pretrain_iters: int = 300
     capacity: int = 16
     latent_dim: int = 128
@@ -79,3 +79,56 @@ class PrivImageGConfig:
             warm_start_iters=self.pretrain_iters, public_batch_size=self.public_batch_size,
             conditional=self.conditional, lr_d=self.lr_d, lr_g=self.lr_g, beta1=self.beta1,
             beta2=self.beta2, seed=self.seed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrivImageDConfig:
+    """Hyperparameters of one PrivImage+D run (the diffusion variant).
+
+    Attributes:
+        image_size: side of the images (a multiple of 4: two downsamplings).
+        k1, k2, query_share, pretrain_iters, public_batch_size, conditional: as in
+            :class:`PrivImageGConfig`.
+        width: channels of the U-Net's first level (the second has 2x).
+        batch_size, epochs: expected batch B (q = B/n) and length of the DP-SGD
+            fine-tuning of the denoiser.
+        clip: per-record clip norm of the denoiser's gradient.
+        multiplicity: noise draws (t, e) per record, averaged inside the record's
+            loss before clipping (DPDM's noise multiplicity; per record, free).
+        lr: Adam's learning rate (pre-training and fine-tuning).
+        diffusion_steps: DDPM steps T of the forward process.
+        sample_steps: DDIM steps at sampling (App. D.2: 50).
+        seed: public seed.
+    """
+
+    image_size: int
+    k1: int = 1
+    k2: int = 1
+    query_share: float = 0.05
+    pretrain_iters: int = 1000
+    public_batch_size: int = 64
+    conditional: bool = True
+    width: int = 16
+    batch_size: int = 128
+    epochs: float = 10.0
+    clip: float = 1.0
+    multiplicity: int = 4
+    lr: float = 5e-4
+    diffusion_steps: int = 1000
+    sample_steps: int = 50
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.image_size < 8 or self.image_size % 4:
+            raise ConfigError(f"image_size={self.image_size} must be a multiple of 4 and >= 8 "
+                              "(the U-Net halves it twice); use e.g. --set image_size=16")
+        require_positive(self, integers=("k1", "k2", "public_batch_size", "width", "batch_size",
+                                         "multiplicity", "diffusion_steps", "sample_steps"),
+                         floats=("epochs", "clip", "lr"))
+        if not (math.isfinite(self.query_share) and 0 < self.query_share < 1):
+            raise ConfigError(f"Expected 0 < query_share={self.query_share} < 1.")
+        if self.pretrain_iters < 0:
+            raise ConfigError(f"Expected pretrain_iters={self.pretrain_iters} >= 0.")
+        if self.sample_steps > self.diffusion_steps:
+            raise ConfigError(f"sample_steps={self.sample_steps} exceeds diffusion_steps="
+                              f"{self.diffusion_steps}")

@@ -1,0 +1,124 @@
+"""PrivImage+D on one Ray Train worker, after the semantic query (Algorithm 1).
+
+1. Pre-training (no privacy cost): DDPM training of the U-Net on the selected public
+   images (relabelled per class), public randomness identical on every rank.
+2. DP-SGD fine-tuning, mechanism ``denoiser``: Poisson sample of rate q (secret
+   seed), per-record gradients of the record's loss averaged over its m draws,
+   clipped to C, summed, noised once with N(0, sigma^2 C^2), divided by qN; Adam.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+from raydp_synth.data import ImageDataset
+from raydp_synth.methods.privimage.config import PrivImageDConfig
+from raydp_synth.methods.privimage.diffusion import (
+    DDPMSchedule,
+    UNet,
+    denoiser_record_grads,
+    denoising_loss,
+)
+from raydp_synth.privacy.dp_sgd import private_gradient
+from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
+from raydp_synth.train.context import WorkerContext, derived_seed
+from raydp_synth.train.distributed import broadcast_parameters_
+
+__all__ = ["DENOISER", "METRIC_ALLOWLIST", "build_denoiser", "run_privimage_d"]
+
+DENOISER = "denoiser"
+
+#: Safe because: counters and epsilon_spent are public arithmetic; pretrain_loss is
+#: the denoising loss on the selected *public* images. No loss on private records.
+METRIC_ALLOWLIST = frozenset({"epoch", "step", "epsilon_spent", "pretrain_loss"})
+
+
+def build_denoiser(config: PrivImageDConfig, channels: int, num_classes: int) -> UNet:
+    return UNet(channels=channels, num_classes=num_classes if config.conditional else 1,
+                width=config.width)
+
+
+def _labels(config: PrivImageDConfig, labels: torch.Tensor) -> torch.Tensor:
+    return labels if config.conditional else torch.zeros_like(labels)
+
+
+def _draws(count: int, config: PrivImageDConfig, shape: tuple[int, ...], rng: torch.Generator
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(t [count, m], noise [count, m, *shape])``: data-independent draws."""
+    t = torch.randint(config.diffusion_steps, (count, config.multiplicity), generator=rng)
+    return t, torch.randn(count, config.multiplicity, *shape, generator=rng)
+
+
+def pretrain(model: UNet, opt: torch.optim.Optimizer, schedule: DDPMSchedule,
+             selected: ImageDataset, config: PrivImageDConfig, device: torch.device) -> float:
+    """Non-private DDPM training on the selected public images; the last 50 losses' mean."""
+    rng = torch.Generator().manual_seed(derived_seed(config.seed, "privimage-d-pretrain"))
+    images, labels = torch.as_tensor(selected.images), torch.as_tensor(selected.labels)
+    losses: list[float] = []
+    for _ in range(config.pretrain_iters):
+        idx = torch.randint(len(images), (min(config.public_batch_size, len(images)),), generator=rng)
+        x, y = images[idx].to(device), _labels(config, labels[idx]).to(device)
+        t = torch.randint(config.diffusion_steps, (len(x),), generator=rng).to(device)
+        noise = torch.randn(x.shape, generator=rng).to(device)
+        loss = denoising_loss(model, schedule, x, y, t, noise).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return sum(losses[-50:]) / max(1, len(losses[-50:]))
+
+
+def run_privimage_d(ctx: WorkerContext, selected: ImageDataset, *,
+                    spent_before: Mapping[str, int]) -> None:
+    cfg: PrivImageDConfig = ctx.config
+    data, device, plan = ctx.data, ctx.device, ctx.plan
+    mech = plan.mechanism(DENOISER)
+    assert mech.sample_rate is not None
+    torch.manual_seed(cfg.seed)
+    model = build_denoiser(cfg, data.channels, data.num_classes).to(device)
+    schedule = DDPMSchedule(cfg.diffusion_steps)
+    params = list(model.parameters())
+    opt = torch.optim.Adam(params, lr=cfg.lr)
+    pretrain_loss = pretrain(model, opt, schedule, selected, cfg, device)
+    broadcast_parameters_(model)
+    ctx.log(f"[privimage-d] pre-trained {cfg.pretrain_iters} iterations on {len(selected)} "
+            f"selected public images (loss {pretrain_loss:.4f})")
+
+    images, labels = torch.as_tensor(ctx.train.images), torch.as_tensor(ctx.train.labels)
+    shard = shard_indices(len(ctx.train), rank=ctx.rank, world_size=ctx.world_size)
+    sampler = PoissonSampler(shard, sample_rate=mech.sample_rate,
+                             generator=ctx.secret_generator("sample", DENOISER))
+    draws = ctx.generator("privimage-d-draws")
+    expected = mech.sample_rate * data.num_records
+    shape = tuple(ctx.train.images.shape[1:])
+    shapes = [p.shape for p in params]
+    steps_per_epoch = max(1, math.ceil(1 / mech.sample_rate))
+    checkpoint_every = max(1, math.ceil(mech.num_steps / steps_per_epoch / 10))
+    for step in range(1, mech.num_steps + 1):
+        idx = sampler.sample()
+        x, y = images[idx].to(device), _labels(cfg, labels[idx]).to(device)
+        t, noise = _draws(len(idx), cfg, shape, draws)
+        grads = denoiser_record_grads(model, schedule, x, y, t.to(device), noise.to(device))
+        released = private_gradient(grads, max_grad_norm=mech.sensitivity,
+                                    noise_multiplier=mech.noise_multiplier,
+                                    expected_batch_size=expected, generator=ctx.noise_generator,
+                                    shapes=shapes)
+        for p, g in zip(params, released, strict=True):
+            p.grad = g.to(p)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if step % steps_per_epoch == 0 or step == mech.num_steps:
+            epoch = math.ceil(step / steps_per_epoch)
+            metrics: dict[str, float] = {"epoch": epoch, "step": step,
+                                         "pretrain_loss": pretrain_loss}
+            if plan.private:
+                metrics["epsilon_spent"] = plan.spent_epsilon({**spent_before, DENOISER: step})
+            state = None
+            if ctx.rank == 0 and (epoch % checkpoint_every == 0 or step == mech.num_steps):
+                state = {"generator": model.state_dict(), "steps": {**spent_before, DENOISER: step}}
+            ctx.report(metrics, state)
+            ctx.log(f"[privimage-d] epoch {epoch}: step={step}"
+                    + (f", epsilon_spent={metrics['epsilon_spent']:.4g}" if plan.private else ""))
