@@ -39,16 +39,23 @@ def test_dpgan_with_a_public_fraction_of_digits(ray_local, tmp_path) -> None:
     assert metrics[-1]["clip_bound"] > 0
 
 
-def test_privimage_g_on_digits_uses_the_documented_public_declaration(ray_local, tmp_path) -> None:
+@pytest.mark.parametrize(("method", "settings", "fine_tuning"), [
+    ("privimage-g", {"epochs": "1", "capacity": "4", "pretrain_iters": "4"}, "critic"),
+    ("privimage-d", {"epochs": "0.5", "width": "8", "pretrain_iters": "4", "multiplicity": "2",
+                     "sample_steps": "5"}, "denoiser"),
+])
+def test_privimage_on_digits_uses_the_documented_public_declaration(
+        ray_local, tmp_path, method: str, settings: dict, fine_tuning: str) -> None:
     out = tmp_path / "run"
     run_training(TrainRequest(
-        method="privimage-g", epsilon=5.0, delta=1e-5, out=out, workers=1, evaluate=False,
-        settings={"epochs": "1", "capacity": "4", "pretrain_iters": "4"},
+        method=method, epsilon=5.0, delta=1e-5, out=out, workers=1, evaluate=False,
+        settings=settings,
     ))
     run = json.loads((out / "run.json").read_text())
     assert run["public"] == "digits:fraction=0.3"
     statement = json.loads((out / "release" / "privacy.json").read_text())
     assert statement["public_data"]["declared"] == "digits:fraction=0.3"
     assert {m["name"] for m in statement["plan"]["mechanisms"]} == {
-        "semantic_query", "critic", "selection_score"}
+        "semantic_query", fine_tuning, "selection_score"}
+    assert (out / "release" / "samples.png").is_file()
     assert statement["epsilon"] <= 5.0
