@@ -46,14 +46,14 @@ class DPGANConfig:
         seed: public seed of initialisation, synthetic draws and public batches.
 
     Defaults follow dpwgan's sweep on digits (the same critic step): one critic step
-    per G step, G's learning rate above the critic's, batch 128, 30 epochs.
+    per G step, G's learning rate above the critic's, batch 64, 20 epochs.
     """
 
     image_size: int
     capacity: int = 16
     latent_dim: int = 128
-    batch_size: int = 128
-    epochs: float = 30.0
+    batch_size: int = 64
+    epochs: float = 20.0
     n_critic: int = 1
     gp_weight: float = 10.0
     groups: int = 2
