@@ -81,9 +81,10 @@ def run_privimage_d(ctx: WorkerContext, selected: ImageDataset, *,
     model = build_denoiser(cfg, data.channels, data.num_classes).to(device)
     schedule = DDPMSchedule(cfg.diffusion_steps)
     params = list(model.parameters())
-    opt = torch.optim.Adam(params, lr=cfg.lr)
-    pretrain_loss = pretrain(model, opt, schedule, selected, cfg, device)
+    pretrain_loss = pretrain(model, torch.optim.Adam(params, lr=cfg.pretrain_lr), schedule,
+                             selected, cfg, device)
     broadcast_parameters_(model)
+    opt = torch.optim.Adam(params, lr=cfg.lr)
     ctx.log(f"[privimage-d] pre-trained {cfg.pretrain_iters} iterations on {len(selected)} "
             f"selected public images (loss {pretrain_loss:.4f})")
 
