@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from raydp_synth.data import DatasetSplits, ImageDataset, load_dataset
+from raydp_synth.data.public import load_public_records
 from raydp_synth.errors import ConfigError
 from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS, CNNClassifier, fit_classifier
 from raydp_synth.evaluation.metrics import frechet_distance, inception_score
@@ -41,6 +42,9 @@ __all__ = [
 
 EVALUATION_FILE = "evaluation.json"
 PLOT_FILE = "privacy_utility.png"
+#: In the release, only with a public reference network: IS against epsilon.
+PUBLIC_CURVE_PLOT = "inception_curve.png"
+PUBLIC_CURVE_JSON = "inception_curve.json"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,8 +151,9 @@ def evaluate_run(
         raise ConfigError(f"the dataset's images are {test.image_shape}, the generator's "
                           f"{(generator.data.channels, size, size)}; pass the run's --dataset")
     if public_reference is not None:
-        public = load_dataset(public_reference, image_size=size, public=True)
-        reference, reference_name = public.train, f"{public_reference} (public)"
+        reference = load_public_records(public_reference, like=test,
+                                        flag=f"--public-reference {public_reference}")
+        reference_name = f"{public_reference} (public)"
     else:
         reference, reference_name = test, "test split"
     features = feature_network(reference, seed=settings.seed, steps=settings.feature_steps)
@@ -189,7 +194,39 @@ def evaluate_run(
     }
     (run_dir / EVALUATION_FILE).write_text(json.dumps(result, indent=2))
     plot_privacy_utility(result, run_dir / PLOT_FILE)
+    if public_reference is not None:
+        write_public_curve(result, run_dir / "release")
     return result
+
+
+def write_public_curve(result: dict[str, Any], release_dir: Path) -> None:
+    """The privacy-utility curve a curator may publish (003's inception score against
+    epsilon along training): each point is the IS of synthetic samples of a
+    checkpoint (post-processing of the DP training) under a network trained on
+    *public* data only. CAS and FID read the test split and stay curator-only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    points = [{"epsilon_spent": p["epsilon_spent"], "epoch": p["epoch"],
+               "inception_score": p["inception_score"]} for p in result["curve"]]
+    (release_dir / PUBLIC_CURVE_JSON).write_text(json.dumps({
+        "metric": "inception score of synthetic samples",
+        "feature_network_trained_on": result["reference"]["feature_network_trained_on"],
+        "points": points, "released": result["final"]["inception_score"]}, indent=2))
+    fig, ax = plt.subplots(figsize=(4.5, 3.4))
+    private = result.get("private", True)
+    ax.plot([p["epsilon_spent"] if private else p["epoch"] for p in points],
+            [p["inception_score"] for p in points], marker="o")
+    ax.axhline(result["final"]["inception_score"], color="grey", ls=":", label="released")
+    ax.set_xlabel("epsilon spent" if private else "epoch (NOT PRIVATE)")
+    ax.set_ylabel("inception score")
+    ax.set_title(f"{result['method']}: IS vs privacy", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(release_dir / PUBLIC_CURVE_PLOT, dpi=100)
+    plt.close(fig)
 
 
 def plot_privacy_utility(result: dict[str, Any], path: Path) -> None:

@@ -125,3 +125,23 @@ def test_evaluate_cli_on_a_non_run_directory_is_one_clear_line(tmp_path, capsys)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "run.json" in err and "\n" not in err
+
+
+def test_a_public_reference_network_puts_the_is_curve_in_the_release(run_dir, tmp_path) -> None:
+    """003's privacy-utility curve (IS against epsilon) is publishable when the IS
+    network is trained on public data only: it goes into release/, CAS/FID do not."""
+    from raydp_synth.evaluation.report import PUBLIC_CURVE_JSON, PUBLIC_CURVE_PLOT
+    from tests.data.helpers import write_png
+
+    rng = np.random.default_rng(0)
+    for i in range(40):
+        write_png(tmp_path / "pub" / f"c{i % 10}" / f"{i:02d}.png",
+                  rng.integers(0, 256, (8, 8), dtype=np.uint8))
+    result = evaluate_run(run_dir, public_reference=f"folder:{tmp_path / 'pub'}", settings=FAST)
+    assert result["reference"]["feature_network_trained_on"].endswith("(public)")
+    curve = json.loads((run_dir / "release" / PUBLIC_CURVE_JSON).read_text())
+    assert [p["epsilon_spent"] for p in curve["points"]] == [2.0, 4.9]
+    assert set(curve["points"][0]) == {"epsilon_spent", "epoch", "inception_score"}
+    assert Image.open(run_dir / "release" / PUBLIC_CURVE_PLOT).width > 300
+    for name in (PUBLIC_CURVE_JSON, PUBLIC_CURVE_PLOT):
+        (run_dir / "release" / name).unlink()  # the module's other tests see a plain release
