@@ -46,8 +46,10 @@ __all__ = [
     "DataInfo",
     "Method",
     "PreNoiseRelease",
+    "batch_sample_rate",
     "config_from_mapping",
     "config_to_dict",
+    "require_betas",
     "require_positive",
 ]
 
@@ -233,6 +235,21 @@ def config_from_mapping(cls: type, values: Mapping[str, Any], **extra: Any) -> A
     kwargs = {k: _coerce(k, v, hints[k]) for k, v in values.items()}
     kwargs.update(extra)
     return cls(**kwargs)
+
+
+def batch_sample_rate(batch_size: int, num_records: int) -> float:
+    """The Poisson rate q = B / n of an expected batch B (refused above n)."""
+    if batch_size > num_records:
+        raise ConfigError(f"batch_size={batch_size} exceeds the {num_records} training records; "
+                          "use a smaller batch_size")
+    return batch_size / num_records
+
+
+def require_betas(config: Any) -> None:
+    """Adam's ``beta1`` and ``beta2`` in [0, 1)."""
+    for name in ("beta1", "beta2"):
+        if not 0 <= getattr(config, name) < 1:
+            raise ConfigError(f"Expected 0 <= {name}={getattr(config, name)} < 1.")
 
 
 def require_positive(config: Any, *, integers: tuple[str, ...] = (),

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from raydp_synth.data import load_dataset
 from raydp_synth.methods import DataInfo, get_method
-from raydp_synth.train.context import WorkerContext
+from tests.methods.loop_run import run_loop
 
 DPAF = get_method("dpaf")
 
@@ -27,18 +26,7 @@ def test_loop_runs_its_plan_and_reports_only_safe_keys(digits, aggregation: str,
     config = DPAF.make_config({"epochs": 0.5, "classifier_epochs": 0.1, "batch_size": 256, "mu": 2,
                                "aggregation": aggregation, "generator_loss": generator_loss}, info)
     plan = DPAF.plan(config, epsilon=5.0, delta=1e-5, data=info)
-    reports: list[dict[str, float]] = []
-    states: list[dict] = []
-
-    def report(metrics, state) -> None:
-        reports.append(dict(metrics))
-        if state is not None:
-            states.append(state)
-
-    ctx = WorkerContext(config=config, plan=plan, data=info, train=train, rank=0, world_size=1,
-                        device=torch.device("cpu"), noise_generator=torch.Generator().manual_seed(0),
-                        report=report, log=lambda line: None, dp_seed=1)
-    DPAF.train(ctx)
+    reports, states = run_loop(DPAF, config, plan, info, train)
     assert all(set(r) <= DPAF.metric_allowlist for r in reports)
     assert {r["phase"] for r in reports} == {1, 2}
     # The steps run are the steps planned: the last report spends exactly the plan.

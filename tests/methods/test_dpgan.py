@@ -24,6 +24,7 @@ from raydp_synth.methods.dpgan.grouping import (
 from raydp_synth.methods.dpgan.loop import prepare
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 from raydp_synth.train.context import WorkerContext
+from tests.methods.loop_run import run_loop
 from tests.stats import assert_gaussian_std
 
 DPGAN = get_method("dpgan")
@@ -183,17 +184,7 @@ def test_loop_runs_its_plan_and_reports_only_safe_keys(digits) -> None:
     plan = DPGAN.plan(config, epsilon=5.0, delta=1e-5, data=info)
     public = ImageDataset(images=digits.images[:60], labels=digits.labels[:60], num_classes=10,
                           name="public", public=True)
-    reports, states = [], []
-
-    def report(metrics, state) -> None:
-        reports.append(dict(metrics))
-        if state is not None:
-            states.append(state)
-
-    ctx = WorkerContext(config=config, plan=plan, data=info, train=digits, rank=0, world_size=1,
-                        device=torch.device("cpu"), noise_generator=torch.Generator().manual_seed(0),
-                        report=report, log=lambda line: None, dp_seed=1, public=public)
-    DPGAN.train(ctx)
+    reports, states = run_loop(DPGAN, config, plan, info, digits, public)
     assert all(set(r) <= DPGAN.metric_allowlist for r in reports)
     assert states[-1]["steps"] == {"critic": plan.mechanism("critic").num_steps}
     assert reports[-1]["epsilon_spent"] == pytest.approx(plan.epsilon(), rel=1e-12)

@@ -17,6 +17,7 @@ from raydp_synth.methods.privimage import SEMANTIC_QUERY, release_semantics
 from raydp_synth.methods.privimage.semantics import SemanticQuery, select_public, semantic_histogram
 from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.train.context import WorkerContext
+from tests.methods.loop_run import run_loop
 from tests.stats import assert_gaussian_std
 
 PRIVIMAGE = get_method("privimage-g")
@@ -117,17 +118,7 @@ def test_loop_runs_its_plan_and_reports_only_safe_keys(digits) -> None:
     train, public, info = digits
     config = PRIVIMAGE.make_config({"epochs": 0.5, "capacity": 4, "pretrain_iters": 2}, info)
     plan = PRIVIMAGE.plan(config, epsilon=5.0, delta=1e-5, data=info)
-    reports, states = [], []
-
-    def report(metrics, state) -> None:
-        reports.append(dict(metrics))
-        if state is not None:
-            states.append(state)
-
-    ctx = WorkerContext(config=config, plan=plan, data=info, train=train, rank=0, world_size=1,
-                        device=torch.device("cpu"), noise_generator=torch.Generator().manual_seed(0),
-                        report=report, log=lambda line: None, dp_seed=1, public=public)
-    PRIVIMAGE.train(ctx)
+    reports, states = run_loop(PRIVIMAGE, config, plan, info, train, public)
     assert all(set(r) <= PRIVIMAGE.metric_allowlist for r in reports)
     assert states[-1]["steps"] == {m.name: m.num_steps for m in plan.mechanisms}
     assert reports[-1]["epsilon_spent"] == pytest.approx(plan.epsilon(), rel=1e-12)
@@ -185,17 +176,7 @@ def test_diffusion_loop_runs_its_plan_and_samples_with_ddim(digits) -> None:
     config = DIFFUSION.make_config({"epochs": 0.3, "width": 8, "multiplicity": 2,
                                     "pretrain_iters": 3, "sample_steps": 5}, info)
     plan = DIFFUSION.plan(config, epsilon=5.0, delta=1e-5, data=info)
-    reports, states = [], []
-
-    def report(metrics, state) -> None:
-        reports.append(dict(metrics))
-        if state is not None:
-            states.append(state)
-
-    ctx = WorkerContext(config=config, plan=plan, data=info, train=train, rank=0, world_size=1,
-                        device=torch.device("cpu"), noise_generator=torch.Generator().manual_seed(0),
-                        report=report, log=lambda line: None, dp_seed=1, public=public)
-    DIFFUSION.train(ctx)
+    reports, states = run_loop(DIFFUSION, config, plan, info, train, public)
     assert all(set(r) <= DIFFUSION.metric_allowlist for r in reports)
     assert states[-1]["steps"] == {m.name: m.num_steps for m in plan.mechanisms}
     assert reports[-1]["epsilon_spent"] == pytest.approx(plan.epsilon(), rel=1e-12)

@@ -28,7 +28,7 @@ import torch
 
 from raydp_synth.data import ImageDataset
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease, config_from_mapping
+from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease, batch_sample_rate
 from raydp_synth.methods.dpgan import DPGAN
 from raydp_synth.methods.dpgan.loop import METRIC_ALLOWLIST, build_networks, model_labels, run_dpgan
 from raydp_synth.methods.privimage.config import PrivImageDConfig, PrivImageGConfig
@@ -91,12 +91,6 @@ def _query_spec(config: Any) -> MechanismSpec:
                          sensitivity=math.sqrt(config.k1), share=config.query_share)
 
 
-def _require_public(method: str, data: DataInfo) -> None:
-    if data.public_records == 0:
-        raise ConfigError(f"{method} pre-trains on public data; declare it with --public "
-                          "(e.g. --public folder:DIR, or digits:fraction=0.3 on the digits)")
-
-
 def _query_release(config: Any, data: DataInfo, seed: int) -> PreNoiseRelease:
     """The query's pre-noise histogram, with Q trained on a stand-in public set."""
     gen = np.random.default_rng(seed)  # noise images of 5 semantics
@@ -116,20 +110,25 @@ def _query_release(config: Any, data: DataInfo, seed: int) -> PreNoiseRelease:
                            sensitivity=math.sqrt(config.k1))
 
 
-class PrivImageG(Method):
+class _PrivImage(Method):
+    """What both variants share: public data is required (or the documented default)."""
+
+    default_public = DEFAULT_PUBLIC
+
+    def make_config(self, values: Mapping[str, Any], data: DataInfo) -> Any:
+        if data.public_records == 0:
+            raise ConfigError(f"{self.name} pre-trains on public data; declare it with --public "
+                              "(e.g. --public folder:DIR, or digits:fraction=0.3 on the digits)")
+        return super().make_config(values, data)
+
+
+class PrivImageG(_PrivImage):
     """PrivImage+G: the GAN variant."""
 
     name = "privimage-g"
     config_class = PrivImageGConfig
     #: dpGAN's keys (the fine-tuning loop is dpGAN's); ``clip_bound`` is the fixed clip.
     metric_allowlist = METRIC_ALLOWLIST
-    default_public = DEFAULT_PUBLIC
-
-    def make_config(self, values: Mapping[str, Any], data: DataInfo) -> PrivImageGConfig:
-        _require_public(self.name, data)
-        values = dict(values)
-        values.setdefault("image_size", data.image_size)
-        return config_from_mapping(self.config_class, values)
 
     def schedule(self, config: PrivImageGConfig, data: DataInfo) -> list[MechanismSpec]:
         (critic,) = _DPGAN.schedule(config.fine_tuning(), data)
@@ -155,25 +154,15 @@ class PrivImageG(Method):
         return [_query_release(config, data, seed), critic]
 
 
-class PrivImageD(Method):
+class PrivImageD(_PrivImage):
     """PrivImage+D: the diffusion variant (compact U-Net, DDPM, DDIM sampling)."""
 
     name = "privimage-d"
     config_class = PrivImageDConfig
     metric_allowlist = DIFFUSION_METRICS
-    default_public = DEFAULT_PUBLIC
-
-    def make_config(self, values: Mapping[str, Any], data: DataInfo) -> PrivImageDConfig:
-        _require_public(self.name, data)
-        values = dict(values)
-        values.setdefault("image_size", data.image_size)
-        return config_from_mapping(self.config_class, values)
 
     def schedule(self, config: PrivImageDConfig, data: DataInfo) -> list[MechanismSpec]:
-        q = config.batch_size / data.num_records
-        if q > 1:
-            raise ConfigError(f"batch_size={config.batch_size} exceeds the {data.num_records} "
-                              "training records; use a smaller batch_size")
+        q = batch_sample_rate(config.batch_size, data.num_records)
         return [_query_spec(config),
                 MechanismSpec(name=DENOISER, sample_rate=q, num_steps=math.ceil(config.epochs / q),
                               sensitivity=config.clip, share=1.0 - config.query_share)]

@@ -1,0 +1,27 @@
+"""Run a method's DP loop in-process on one worker and collect what it reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from raydp_synth.train.context import WorkerContext
+
+
+def run_loop(method: Any, config: Any, plan: Any, info: Any, train: Any,
+             public: Any = None) -> tuple[list[dict[str, float]], list[dict[str, Any]]]:
+    """``(reports, checkpoint states)`` of ``method.train`` on one CPU worker."""
+    reports: list[dict[str, float]] = []
+    states: list[dict[str, Any]] = []
+
+    def report(metrics, state) -> None:
+        reports.append(dict(metrics))
+        if state is not None:
+            states.append(state)
+
+    ctx = WorkerContext(config=config, plan=plan, data=info, train=train, rank=0, world_size=1,
+                        device=torch.device("cpu"), noise_generator=torch.Generator().manual_seed(0),
+                        report=report, log=lambda line: None, dp_seed=1, public=public)
+    method.train(ctx)
+    return reports, states
