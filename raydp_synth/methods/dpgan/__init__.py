@@ -19,7 +19,13 @@ from typing import Any
 import torch
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease, config_from_mapping
+from raydp_synth.methods.base import (
+    DataInfo,
+    Method,
+    PreNoiseRelease,
+    batch_sample_rate,
+    config_from_mapping,
+)
 from raydp_synth.methods.dpgan.config import DPGANConfig
 from raydp_synth.methods.dpgan.grouping import (
     adaptive_groups,
@@ -34,10 +40,10 @@ from raydp_synth.methods.dpgan.loop import (
     model_labels,
     run_dpgan,
 )
-from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
+from raydp_synth.methods.dpwgan.mechanisms import record_tied_pair_grads
 from raydp_synth.methods.registry import register_method
 from raydp_synth.privacy.calibration import MechanismSpec
-from raydp_synth.train.context import WorkerContext, derived_seed
+from raydp_synth.train.context import WorkerContext
 
 __all__ = ["DPGAN", "DPGANConfig"]
 
@@ -70,10 +76,7 @@ class DPGAN(Method):
         return config
 
     def schedule(self, config: DPGANConfig, data: DataInfo) -> list[MechanismSpec]:
-        q = config.batch_size / data.num_records
-        if q > 1:
-            raise ConfigError(f"batch_size={config.batch_size} exceeds the {data.num_records} "
-                              "training records; use a smaller batch_size")
+        q = batch_sample_rate(config.batch_size, data.num_records)
         # k groups, each rescaled by 1/C_j: sensitivity sqrt(k) (design.md 3.5).
         return [MechanismSpec(name=CRITIC, sample_rate=q, num_steps=math.ceil(config.epochs / q),
                               sensitivity=math.sqrt(config.groups), share=1.0)]
@@ -96,17 +99,8 @@ class DPGAN(Method):
         named = [(n, p.shape) for n, p in critic.named_parameters()]
 
         def record_grads(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            # Each record's synthetic partner and mixing coefficient come from a
-            # seed tied to the record (public randomness, fixed per record).
-            partners, mix = [], []
-            for x in images:
-                gen = torch.Generator().manual_seed(derived_seed(seed, x.numpy().tobytes()))
-                partners.append(torch.rand(x.shape, generator=gen) * 2 - 1)
-                mix.append(torch.rand(1, 1, 1, generator=gen))
-            grads = critic_record_grads(
-                critic, images, model_labels(config, labels),
-                torch.stack(partners) if partners else torch.zeros(0, *images.shape[1:]),
-                torch.stack(mix) if mix else torch.zeros(0, 1, 1, 1), gp_weight=config.gp_weight)
+            grads = record_tied_pair_grads(critic, images, model_labels(config, labels),
+                                           seed=seed, gp_weight=config.gp_weight)
             return torch.cat([g.flatten(1) for g in grads], dim=1)
 
         if config.adaptive_clip:

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import require_positive
+from raydp_synth.methods.base import require_betas, require_positive
 
 __all__ = ["DPGANConfig"]
 
@@ -82,9 +82,7 @@ class DPGANConfig:
             raise ConfigError(f"Expected gp_weight={self.gp_weight} >= 0.")
         if self.warm_start_iters < 0:
             raise ConfigError(f"Expected warm_start_iters={self.warm_start_iters} >= 0.")
-        for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ConfigError(f"Expected 0 <= {name}={getattr(self, name)} < 1.")
+        require_betas(self)
         if self.groups >= 3 and self.adaptive_clip is False:
             raise ConfigError(
                 f"groups={self.groups} clusters the weights by bounds estimated on public data; "

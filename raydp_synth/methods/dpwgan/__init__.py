@@ -14,15 +14,14 @@ import math
 
 import torch
 
-from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease
+from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease, batch_sample_rate
 from raydp_synth.methods.dpwgan.config import DPWGANConfig
 from raydp_synth.methods.dpwgan.loop import CRITIC, METRIC_ALLOWLIST, build_networks, run_dpwgan
-from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
+from raydp_synth.methods.dpwgan.mechanisms import record_tied_pair_grads
 from raydp_synth.methods.registry import register_method
 from raydp_synth.privacy.calibration import MechanismSpec
 from raydp_synth.privacy.dp_sgd import clipped_sum
-from raydp_synth.train.context import WorkerContext, derived_seed
+from raydp_synth.train.context import WorkerContext
 
 __all__ = ["DPWGAN", "DPWGANConfig"]
 
@@ -35,10 +34,7 @@ class DPWGAN(Method):
     metric_allowlist = METRIC_ALLOWLIST
 
     def schedule(self, config: DPWGANConfig, data: DataInfo) -> list[MechanismSpec]:
-        q = config.batch_size / data.num_records
-        if q > 1:
-            raise ConfigError(f"batch_size={config.batch_size} exceeds the {data.num_records} "
-                              "training records; use a smaller batch_size")
+        q = batch_sample_rate(config.batch_size, data.num_records)
         return [MechanismSpec(name=CRITIC, sample_rate=q, num_steps=math.ceil(config.epochs / q),
                               sensitivity=config.clip, share=1.0)]
 
@@ -55,19 +51,8 @@ class DPWGAN(Method):
         critic, _ = build_networks(config, data.channels, data.num_classes)
 
         def critic_sum(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            # Each record's synthetic partner and mixing coefficient are drawn from
-            # a seed tied to the record (public randomness, fixed per record).
-            partners, mix = [], []
-            for x in images:
-                gen = torch.Generator().manual_seed(derived_seed(seed, x.numpy().tobytes()))
-                partners.append(torch.rand(x.shape, generator=gen) * 2 - 1)
-                mix.append(torch.rand(1, 1, 1, generator=gen))
-            shape = (0, *images.shape[1:])
-            grads = critic_record_grads(
-                critic, images, labels,
-                torch.stack(partners) if partners else torch.zeros(shape),
-                torch.stack(mix) if mix else torch.zeros(0, 1, 1, 1),
-                gp_weight=config.gp_weight)
+            grads = record_tied_pair_grads(critic, images, labels, seed=seed,
+                                           gp_weight=config.gp_weight)
             return clipped_sum(grads, max_grad_norm=config.clip,
                                shapes=[p.shape for p in critic.parameters()])
 

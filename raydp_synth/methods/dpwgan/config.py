@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import require_positive
+from raydp_synth.methods.base import require_betas, require_positive
 
 __all__ = ["DPWGANConfig"]
 
@@ -61,6 +61,4 @@ class DPWGANConfig:
                          floats=("epochs", "clip", "lr_d", "lr_g"))
         if not (math.isfinite(self.gp_weight) and self.gp_weight >= 0):
             raise ConfigError(f"Expected gp_weight={self.gp_weight} >= 0.")
-        for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ConfigError(f"Expected 0 <= {name}={getattr(self, name)} < 1.")
+        require_betas(self)

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-__all__ = ["critic_record_grads"]
+__all__ = ["critic_record_grads", "record_tied_pair_grads"]
 
 
 def critic_record_grads(
@@ -66,3 +66,22 @@ def critic_record_grads(
     per_record = vmap(grad(record_loss), in_dims=(None, 0, 0, 0, 0))(
         params, real, onehot, partners, mix)
     return [per_record[n].detach() for n in names]
+
+
+def record_tied_pair_grads(critic: nn.Module, images: torch.Tensor, labels: torch.Tensor, *,
+                           seed: int, gp_weight: float) -> list[torch.Tensor]:
+    """:func:`critic_record_grads` with each record's synthetic partner and mixing
+    coefficient drawn from a seed tied to the record itself (public randomness,
+    fixed per record): the pre-noise computation of the neighbouring-dataset test,
+    where a record must pair with the same partner in both neighbouring batches."""
+    from raydp_synth.train.context import derived_seed
+
+    partners, mix = [], []
+    for x in images:
+        gen = torch.Generator().manual_seed(derived_seed(seed, x.numpy().tobytes()))
+        partners.append(torch.rand(x.shape, generator=gen) * 2 - 1)
+        mix.append(torch.rand(1, 1, 1, generator=gen))
+    return critic_record_grads(
+        critic, images, labels,
+        torch.stack(partners) if partners else torch.zeros(0, *images.shape[1:]),
+        torch.stack(mix) if mix else torch.zeros(0, 1, 1, 1), gp_weight=gp_weight)
