@@ -67,6 +67,17 @@ def model_labels(config: DPGANConfig, labels: torch.Tensor) -> torch.Tensor:
     return labels if config.conditional else torch.zeros_like(labels)
 
 
+def adam_step_on(params: list[torch.Tensor], flat_grad: torch.Tensor,
+                 opt: torch.optim.Optimizer) -> None:
+    """One optimiser step with ``flat_grad`` (all parameters, concatenated) as the gradient."""
+    start = 0
+    for p in params:
+        p.grad = flat_grad[start:start + p.numel()].view_as(p).to(p)
+        start += p.numel()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
 class PublicSide:
     """Everything dpGAN does with the declared public records: warm start and the
     adaptive clip groups. It holds the public records and a rank-independent public
@@ -118,13 +129,7 @@ class PublicSide:
         cfg = self.config
         params = list(self.critic.parameters())
         for it in range(1, cfg.warm_start_iters + 1):
-            grads = self._record_grads().mean(dim=0)
-            start = 0
-            for p in params:
-                p.grad = grads[start:start + p.numel()].view_as(p).to(p)
-                start += p.numel()
-            opt_d.step()
-            opt_d.zero_grad(set_to_none=True)
+            adam_step_on(params, self._record_grads().mean(dim=0), opt_d)
             if it % cfg.n_critic == 0:
                 y = model_labels(cfg, torch.randint(self.num_classes, (cfg.public_batch_size,),
                                                     generator=self.rng))
@@ -218,12 +223,7 @@ def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = No
         flat = torch.cat([g.flatten(1) for g in grads], dim=1)
         released = grouped_release(flat, groups, noise_multiplier=mech.noise_multiplier,
                                    expected_batch_size=expected, generator=ctx.noise_generator)
-        start = 0
-        for p in params:
-            p.grad = released[start:start + p.numel()].view_as(p).to(p)
-            start += p.numel()
-        opt_d.step()
-        opt_d.zero_grad(set_to_none=True)
+        adam_step_on(params, released, opt_d)
 
         if step % cfg.n_critic == 0:  # G: synthetic records only
             y_fake = model_labels(cfg, torch.randint(k, (fakes_local,), generator=fake_gen)).to(device)
