@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "entropy; set only to reproduce a run, and keep it secret)")
     parser.add_argument("--score-share", type=float, default=None,
                         help="fraction of the budget for the private selection score "
-                        "(default 0.05)")
+                        "(default 0.2)")
     parser.add_argument("--score-classifier", default=None, choices=("logreg", "mlp", "cnn"),
                         help="classifier trained on synthetic data for the score (default logreg)")
     parser.add_argument("--public", default=None, metavar="DATASET[:fraction=F]",

@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true", help="continue the study --name")
     parser.add_argument("--seed", type=int, default=0, help="public seed (split, init, sampler)")
     parser.add_argument("--score-share", type=float, default=None,
-                        help="budget fraction of each trial's private selection score (default 0.05)")
+                        help="budget fraction of each trial's private selection score (default 0.2)")
     parser.add_argument("--score-classifier", default=None, choices=("logreg", "mlp", "cnn"),
                         help="classifier trained on synthetic data for the score (default logreg)")
     parser.add_argument("--public", default=None, metavar="DATASET[:fraction=F]",
