@@ -93,8 +93,10 @@ class PublicSide:
         self.images = torch.as_tensor(public.images) if public is not None else None
         self.labels = torch.as_tensor(public.labels) if public is not None else None
         names = [(n, p.shape) for n, p in critic.named_parameters()]
-        self.named_shapes = names
         self.unit_of, self.weight_units = parameter_units(names)
+        # Fixed bounds do not change between steps: build their groups once.
+        self.fixed = None if config.adaptive_clip else fixed_groups(
+            names, groups=config.groups, clip=config.clip, bias_clip=config.bias_clip)
 
     def _batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """A public batch with synthetic partners (of the same labels) and mixes."""
@@ -117,12 +119,10 @@ class PublicSide:
 
     def clip_groups(self) -> ClipGroups:
         """This step's groups: fixed bounds, or estimated on a public batch."""
-        cfg = self.config
-        if not cfg.adaptive_clip:
-            return fixed_groups(self.named_shapes, groups=cfg.groups, clip=cfg.clip,
-                                bias_clip=cfg.bias_clip)
+        if self.fixed is not None:
+            return self.fixed
         return adaptive_groups(self._record_grads(), self.unit_of, self.weight_units,
-                               groups=cfg.groups)
+                               groups=self.config.groups)
 
     def warm_start(self, opt_d: torch.optim.Optimizer, opt_g: torch.optim.Optimizer) -> None:
         """``warm_start_iters`` non-private WGAN-GP iterations on public batches."""
