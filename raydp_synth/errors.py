@@ -8,7 +8,7 @@ traceback.
 
 from __future__ import annotations
 
-__all__ = ["BudgetExhausted", "ConfigError", "DataError", "UserError"]
+__all__ = ["BudgetExhausted", "ConfigError", "DataError", "LedgerError", "UserError"]
 
 
 class UserError(Exception):
@@ -25,3 +25,8 @@ class DataError(UserError, ValueError):
 
 class BudgetExhausted(UserError, RuntimeError):
     """The privacy budget cannot afford what was asked; nothing was spent."""
+
+
+class LedgerError(UserError, RuntimeError):
+    """The study's ledger cannot be written (full disk, permissions, storage gone):
+    the accountant grants nothing until it can (fail closed)."""

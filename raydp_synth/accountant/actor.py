@@ -35,6 +35,12 @@ without locks. Keep it that way: never give this class an ``async def`` method
 (that makes Ray run calls concurrently) and never raise ``max_concurrency``.
 Every call is idempotent (requests are keyed by trial id), so Ray may retry a call
 after the actor crashed (``max_task_retries=-1``) without double-charging.
+
+Fail closed: a grant that cannot be made durable (full disk, unwritable ledger,
+storage gone) is refused (:data:`REASON_LEDGER`), the in-memory state is left as it
+was, and :meth:`BudgetAccountant.status` reports ``can_grant=False`` with the
+``ledger_error`` until an append succeeds again, so the search stops instead of
+spending budget that the ledger would forget.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ from raydp_synth.accountant.pricing import (
     parse_distribution,
     random_stopping_epsilon,
 )
-from raydp_synth.errors import ConfigError
+from raydp_synth.errors import ConfigError, LedgerError
 from raydp_synth.privacy.events import event_from_json, event_to_json
 
 __all__ = [
@@ -73,6 +79,7 @@ __all__ = [
     "REASON_CHANGED",
     "REASON_RERUN",
     "REASON_INVALID",
+    "REASON_LEDGER",
     "REASON_NOT_DOMINATED",
     "REASON_TRIAL_COUNT",
     "BudgetAccountant",
@@ -97,11 +104,20 @@ REASON_NOT_DOMINATED = "plan is not dominated by the study's reference plan"
 REASON_INVALID = "not a valid plan"
 REASON_CHANGED = "plan differs from the one already granted to this trial"
 REASON_RERUN = "trial already ran"
+REASON_LEDGER = "the ledger cannot be written"
 
 
 def actor_name(name: str) -> str:
     """The Ray actor name of study ``name``'s accountant."""
     return f"accountant-{name}"
+
+
+def _reconstructed() -> bool:
+    """Whether this runs in a Ray actor that Ray restarted after a crash."""
+    if not ray.is_initialized():
+        return False
+    context = ray.get_runtime_context()
+    return context.get_actor_id() is not None and context.was_current_actor_reconstructed
 
 
 def _now() -> str:
@@ -282,6 +298,7 @@ class BudgetAccountant:
         self._rdp = RdpAccountant()  # compose mode: every grant, in ledger order
         self._grants: dict[str, dict[str, Any]] = {}
         self._refused: set[str] = set()
+        self._ledger_error: str | None = None
         self._reference = (
             self._settings.reference() if self._settings.reference_event is not None else None
         )
@@ -292,6 +309,14 @@ class BudgetAccountant:
         )
 
         entries = self._ledger.entries()
+        if not entries and _reconstructed():
+            # Ray restarted this actor after a crash, so its ledger existed: a missing
+            # one means vanished storage. Starting afresh would forget every grant.
+            raise LedgerError(
+                f"{REASON_LEDGER}: {self._ledger.path} is gone (storage deleted or "
+                "unmounted?) after a restart of the accountant; nothing is granted: bring "
+                "the study directory back, then continue the study with --resume"
+            )
         if entries:
             header = entries[0]
             self._settings.check_header(header, path=self._ledger.path)
@@ -304,7 +329,10 @@ class BudgetAccountant:
                 header["trial_count"] = draw_trial_count(
                     self._settings.distribution, self._settings.trials, rng
                 )
-            self._ledger.append(header)
+            try:
+                self._ledger.append(header, create=True)
+            except OSError as exc:
+                raise ConfigError(self._ledger_message(exc, granted=False)) from exc
         self._trial_count: int | None = header.get("trial_count")
         for number, entry in enumerate(entries[1:], start=2):
             self._replay(entry, number)
@@ -356,6 +384,8 @@ class BudgetAccountant:
         return float(self._rdp.get_epsilon(self._settings.delta)) if self._grants else 0.0
 
     def _can_grant(self) -> bool:
+        if self._ledger_error is not None:
+            return False
         if self._settings.mode == "random-stopping":
             assert self._trial_count is not None
             return len(self._grants) < self._trial_count
@@ -377,6 +407,24 @@ class BudgetAccountant:
             "spent_epsilon": self._spent(),
         }
 
+    def _ledger_message(self, exc: OSError, *, granted: bool = True) -> str:
+        what = "nothing was granted" if granted else "the study cannot start"
+        return (
+            f"{REASON_LEDGER}: {self._ledger.path}: {exc.strerror or exc} ({what}; free "
+            f"disk space or fix the permissions of {self._dir}, then continue the study "
+            "with --resume)"
+        )
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        """Append to the ledger; remember (and re-raise) a failure, forget it on success."""
+        try:
+            self._ledger.append(entry)
+        except OSError as exc:
+            self._ledger_error = self._ledger_message(exc)
+            self._publish()
+            raise
+        self._ledger_error = None
+
     def _refuse(
         self, trial_id: str, reason: str, event_json: dict[str, Any] | None
     ) -> dict[str, Any]:
@@ -384,7 +432,10 @@ class BudgetAccountant:
         if event_json is not None:
             entry["event"] = event_json
         entry["time"] = _now()
-        self._ledger.append(entry)
+        try:
+            self._append(entry)
+        except OSError:
+            pass  # a refusal spends nothing: answering it without a record is safe
         if trial_id not in self._grants:
             self._refused.add(trial_id)
         self._publish()
@@ -396,7 +447,12 @@ class BudgetAccountant:
         entry = {"kind": "grant", "trial_id": trial_id, "event": event_json, "time": _now()}
         if attempt is not None:
             entry["attempt"] = attempt
-        self._ledger.append(entry)  # durable before anyone learns of the grant
+        try:
+            self._append(entry)  # durable before anyone learns of the grant
+        except OSError:
+            # Fail closed: the grant is not made, the state is left as it was.
+            assert self._ledger_error is not None
+            return self._response(trial_id, False, self._ledger_error)
         self._rdp = composed
         self._grants[trial_id] = entry
         self._refused.discard(trial_id)
@@ -532,7 +588,9 @@ class BudgetAccountant:
 
         ``can_grant``: random-stopping: whether the (internal) trial count K still
         allows a grant; compose: whether any budget is left at all (a given plan may
-        still not fit).
+        still not fit); False in both while the ledger cannot be written.
+        ``ledger_error``: why the last append to the ledger failed (None if it
+        succeeded).
         """
         spent = self._spent()
         return {
@@ -545,6 +603,7 @@ class BudgetAccountant:
             "trials_granted": len(self._grants),
             "trials_refused": len(self._refused),
             "can_grant": self._can_grant(),
+            "ledger_error": self._ledger_error,
         }
 
     def check_settings(self, study_dir: str, **settings: Any) -> None:

@@ -116,16 +116,25 @@ class Ledger:
             out.append(entry)
         return out
 
-    def append(self, entry: dict[str, Any]) -> None:
+    def append(self, entry: dict[str, Any], *, create: bool = False) -> None:
         """Append one entry and make it durable (write, flush, fsync) before returning.
 
         A torn last line left by a crash is truncated first. When this call creates
         the file (or its directory), the parent directory is fsync'd too, so the new
         file's name survives a crash as well as its content.
 
+        Args:
+            entry: a JSON-serialisable dict with a string ``kind``.
+            create: create the file (and its directory) if it does not exist: only
+                for a ledger's first entry. Otherwise a missing ledger is an error:
+                storage that vanished (deleted, unmounted) must not silently become
+                a new, headerless ledger that forgets every earlier grant.
+
         Raises:
             ConfigError: ``entry`` is not a dict with a string ``kind``, or is not
                 JSON-serialisable.
+            OSError: the entry could not be made durable (full disk, permissions,
+                a missing ledger without ``create``); nothing was appended.
         """
         if not isinstance(entry, dict) or not isinstance(entry.get("kind"), str):
             raise ConfigError(f"a ledger entry must be a dict with a 'kind', got {entry!r:.120}")
@@ -135,14 +144,17 @@ class Ledger:
             raise ConfigError(f"ledger entry is not JSON-serialisable: {exc}") from exc
 
         directory = self.path.parent
-        if not directory.exists():
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _fsync_dir(directory.parent)
         created = False
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
-            created = True
-        except FileExistsError:
+        if create:
+            if not directory.exists():
+                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _fsync_dir(directory.parent)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
+                created = True
+            except FileExistsError:
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        else:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -33,7 +33,7 @@ def test_round_trip_fsync_and_owner_only(tmp_path, monkeypatch):
     assert ledger.entries() == []
     synced = _fsynced_inodes(monkeypatch)
     first, second, third = _entries(3)
-    ledger.append(first)
+    ledger.append(first, create=True)
     # the file, and the directory that now holds its name, were fsync'd
     assert ledger.path.stat().st_ino in synced
     assert ledger.path.parent.stat().st_ino in synced
@@ -61,7 +61,7 @@ def test_round_trip_fsync_and_owner_only(tmp_path, monkeypatch):
 def test_torn_last_line_is_ignored_and_overwritten(tmp_path, torn):
     ledger = Ledger(tmp_path / "ledger.jsonl")
     first, second, third = _entries(3)
-    ledger.append(first)
+    ledger.append(first, create=True)
     ledger.append(second)
     with open(ledger.path, "ab") as f:
         f.write(torn)
@@ -75,7 +75,7 @@ def test_torn_last_line_is_ignored_and_overwritten(tmp_path, torn):
 def test_corrupt_middle_line_raises_naming_file_and_line(tmp_path):
     ledger = Ledger(tmp_path / "ledger.jsonl")
     for entry in _entries(3):
-        ledger.append(entry)
+        ledger.append(entry, create=True)
     lines = ledger.path.read_bytes().split(b"\n")
     lines[1] = b'{"kind": "grant", "tri'
     ledger.path.write_bytes(b"\n".join(lines))
@@ -90,3 +90,32 @@ def test_rejects_entries_that_are_not_kinded_dicts(tmp_path):
     with pytest.raises(ConfigError):
         ledger.append({"kind": "grant", "x": object()})
     assert not ledger.path.exists() or ledger.entries() == []
+
+
+def test_only_the_first_entry_creates_the_ledger(tmp_path):
+    """Storage that vanished (deleted, unmounted) is an error, never a fresh ledger
+    that would forget the grants before it."""
+    ledger = Ledger(tmp_path / "study" / "ledger.jsonl")
+    first, second = _entries(2)
+    with pytest.raises(FileNotFoundError):
+        ledger.append(first)
+    assert not ledger.path.parent.exists()
+    ledger.append(first, create=True)
+    ledger.path.unlink()
+    with pytest.raises(FileNotFoundError):
+        ledger.append(second)
+    assert not ledger.path.exists()
+
+
+def test_a_full_disk_appends_nothing(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    first, second = _entries(2)
+    ledger.append(first, create=True)
+    real = tmp_path / "real.jsonl"
+    ledger.path.rename(real)
+    ledger.path.symlink_to("/dev/full")  # every write fails with ENOSPC
+    with pytest.raises(OSError, match="No space left on device"):
+        ledger.append(second)
+    ledger.path.unlink()
+    real.rename(ledger.path)
+    assert ledger.entries() == [first]
