@@ -26,20 +26,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--public-reference", default=None, metavar="DATASET",
                         help="a dataset declared public to train the FID/IS network on "
                         "(default: the test split)")
-    parser.add_argument("--num-synthetic", type=int, default=10_000,
-                        help="synthetic images for the final figures (default 10000)")
-    parser.add_argument("--curve-synthetic", type=int, default=2_000,
-                        help="synthetic images per checkpoint of the curve (default 2000)")
+    parser.add_argument("--num-synthetic", type=int, default=None,
+                        help="synthetic images for the final figures (default 10000; "
+                        "privimage-d 2000: 50-step DDIM sampling is slow on CPU)")
+    parser.add_argument("--curve-synthetic", type=int, default=None,
+                        help="synthetic images per checkpoint of the curve (default 2000; "
+                        "privimage-d 500)")
     parser.add_argument("--seed", type=int, default=0, help="public seed of the evaluation")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from raydp_synth.evaluation.report import EvaluationSettings, evaluate_run, format_table
+    import json
 
-    settings = EvaluationSettings(num_synthetic=args.num_synthetic,
-                                  curve_synthetic=args.curve_synthetic, seed=args.seed)
+    from raydp_synth.errors import ConfigError
+    from raydp_synth.evaluation.report import default_settings, evaluate_run, format_table
+
+    run_file = args.run_dir / "run.json"
+    if not run_file.is_file():
+        raise ConfigError(f"{args.run_dir} is not a run directory (no run.json); "
+                          "pass the --out directory of a training run")
+    settings = default_settings(json.loads(run_file.read_text())["method"],
+                                num_synthetic=args.num_synthetic,
+                                curve_synthetic=args.curve_synthetic, seed=args.seed)
     result = evaluate_run(args.run_dir, dataset=args.dataset,
                           public_reference=args.public_reference, settings=settings)
     print(format_table(result))

@@ -33,6 +33,7 @@ __all__ = [
     "EVALUATION_FILE",
     "PLOT_FILE",
     "EvaluationSettings",
+    "default_settings",
     "evaluate_generator",
     "evaluate_run",
     "format_table",
@@ -114,6 +115,17 @@ def run_checkpoints(root: Path) -> list[tuple[dict[str, float], Path]]:
     return sorted(found, key=lambda item: (item[0].get("phase", 0), item[0].get("step", 0)))
 
 
+def default_settings(method: str, **overrides: Any) -> EvaluationSettings:
+    """The evaluation settings of ``method``'s runs: its sample counts
+    (``Method.evaluation_samples``), then ``overrides`` (None values ignored)."""
+    from raydp_synth.methods import get_method
+
+    final, curve = get_method(method).evaluation_samples
+    values = {"num_synthetic": final, "curve_synthetic": curve}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return EvaluationSettings(**values)
+
+
 def evaluate_run(
     run_dir: Path,
     *,
@@ -134,13 +146,14 @@ def evaluate_run(
     Returns:
         The dict written to ``evaluation.json``.
     """
-    settings = settings or EvaluationSettings()
     run_dir = Path(run_dir)
     run_file = run_dir / "run.json"
     if not run_file.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no run.json); "
                           "pass the --out directory of a training run")
     run = json.loads(run_file.read_text())
+    if settings is None:
+        settings = default_settings(run["method"])
     generator = TrainedGenerator.from_release(run_dir / "release")
     size = generator.data.image_size
     if splits is None:

@@ -101,6 +101,9 @@ class Method(ABC):
     #: Public-data declarations a method uses when the user gives no ``--public``,
     #: by dataset spec (only for public embedded data, documented in the README).
     default_public: ClassVar[Mapping[str, str]] = {}
+    #: Synthetic images an evaluation draws by default: (final figures, each
+    #: checkpoint of the curve). Sampling cost differs a lot between methods.
+    evaluation_samples: ClassVar[tuple[int, int]] = (10_000, 2_000)
 
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> Any:
         """A validated config from user values (``--set``, search space) and defaults;

@@ -145,3 +145,14 @@ def test_a_public_reference_network_puts_the_is_curve_in_the_release(run_dir, tm
     assert Image.open(run_dir / "release" / PUBLIC_CURVE_PLOT).width > 300
     for name in (PUBLIC_CURVE_JSON, PUBLIC_CURVE_PLOT):
         (run_dir / "release" / name).unlink()  # the module's other tests see a plain release
+
+
+def test_evaluation_sample_counts_follow_the_method_unless_given() -> None:
+    from raydp_synth.evaluation.report import default_settings
+
+    assert (default_settings("dpaf").num_synthetic, default_settings("dpaf").curve_synthetic) \
+        == (10_000, 2_000)
+    slow = default_settings("privimage-d")  # 50-step DDIM sampling
+    assert (slow.num_synthetic, slow.curve_synthetic) == (2_000, 500)
+    given = default_settings("privimage-d", num_synthetic=300, curve_synthetic=None, seed=4)
+    assert (given.num_synthetic, given.curve_synthetic, given.seed) == (300, 500, 4)

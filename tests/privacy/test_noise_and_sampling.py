@@ -49,12 +49,14 @@ def test_clipping_bounds_each_record() -> None:
     assert torch.allclose(norms[~small], torch.full_like(norms[~small], 1.5), rtol=1e-5)
 
 
-@pytest.mark.parametrize("d", [100, 5000, 200_000])
+@pytest.mark.parametrize("d", [100, 2048, 5000, 200_000])
 def test_topk_keeps_the_largest_fraction_of_each_record(d: int) -> None:
     g = torch.randn(8, d, generator=torch.Generator().manual_seed(d))
     kept = topk_per_record(g, fraction=0.9)
     frac = (kept != 0).float().mean(dim=1)
-    tolerance = 1 / d if d <= 8192 else 0.02  # exact selection up to 8192 entries
+    # Exact selection up to 2048 entries; beyond, a quantile estimated on >= 1024 of
+    # the row's entries: std sqrt(0.9 * 0.1 / 1024) = 0.0094, so 0.04 is > 4 std.
+    tolerance = 1 / d if d <= 2048 else 0.04
     assert torch.all((frac - 0.9).abs() <= tolerance + 1e-9)
     # What is kept is larger in magnitude than what is dropped (per record).
     for row, k in zip(g, kept, strict=True):
