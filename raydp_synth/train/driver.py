@@ -47,7 +47,18 @@ from raydp_synth.release import TrainedGenerator, privacy_statement, write_relea
 from raydp_synth.train.context import derived_seed
 from raydp_synth.train.worker import CHECKPOINT_METRICS, CHECKPOINT_STATE, train_loop_per_worker
 
-__all__ = ["RunResult", "TrainRequest", "data_info", "effective_public", "fit_on_ray_train", "public_records", "run_training"]
+__all__ = [
+    "RunResult",
+    "TrainRequest",
+    "check_gpus",
+    "data_info",
+    "effective_public",
+    "fit_on_ray_train",
+    "public_records",
+    "run_training",
+    "scaling_config",
+    "torch_backend",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +144,34 @@ def _owner_only_files() -> Iterator[None]:
         os.umask(previous)
 
 
+def torch_backend(use_gpu: bool) -> str:
+    """The collective backend of a trial's workers: NCCL between GPUs, gloo on CPUs."""
+    return "nccl" if use_gpu else "gloo"
+
+
+def scaling_config(*, workers: int, use_gpu: bool, cpus_per_worker: float) -> Any:
+    """Ray Train's ``ScalingConfig`` of one run: ``workers`` workers, each with
+    ``cpus_per_worker`` CPUs and, with ``use_gpu``, one whole GPU of its own (so a
+    worker's CUDA device is never shared with another worker's DP step)."""
+    from ray.train import ScalingConfig
+
+    return ScalingConfig(
+        num_workers=workers,
+        use_gpu=use_gpu,
+        resources_per_worker={"CPU": cpus_per_worker, **({"GPU": 1} if use_gpu else {})},
+    )
+
+
+def check_gpus(*, use_gpu: bool, gpus_per_trial: int, cluster_gpus: float) -> None:
+    """Refuse ``--use-gpu`` on a local Ray without enough GPUs (it would wait forever);
+    a cluster (``RAY_ADDRESS``) may still scale up, so it is trusted."""
+    if use_gpu and cluster_gpus < gpus_per_trial and not os.environ.get("RAY_ADDRESS"):
+        raise ConfigError(
+            f"--use-gpu asks for {gpus_per_trial} GPU(s) but this machine's Ray has "
+            f"{cluster_gpus:g}; drop --use-gpu, use fewer workers, or submit to a GPU cluster"
+        )
+
+
 def fit_on_ray_train(
     *,
     method: str,
@@ -157,8 +196,8 @@ def fit_on_ray_train(
     reaches the workers through the object store, never in a persisted config.
     """
     import ray
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
+    from ray.train import FailureConfig, RunConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
 
     payload = {
         "method": method,
@@ -176,11 +215,9 @@ def fit_on_ray_train(
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config=payload,
-        scaling_config=ScalingConfig(
-            num_workers=workers,
-            use_gpu=use_gpu,
-            resources_per_worker={"CPU": cpus_per_worker, **({"GPU": 1} if use_gpu else {})},
-        ),
+        scaling_config=scaling_config(workers=workers, use_gpu=use_gpu,
+                                      cpus_per_worker=cpus_per_worker),
+        torch_config=TorchConfig(backend=torch_backend(use_gpu)),
         # No automatic retries: a retried run would release its mechanisms again,
         # beyond its plan (the tuner charges every attempt explicitly instead).
         run_config=RunConfig(name=name, storage_path=str(storage), callbacks=list(callbacks),
@@ -260,13 +297,8 @@ def _run_training(request: TrainRequest) -> RunResult:
     total_cpus = ensure_ray()
     import ray
 
-    gpus = ray.cluster_resources().get("GPU", 0)
-    if request.use_gpu and gpus < request.workers and not os.environ.get("RAY_ADDRESS"):
-        # A local Ray cannot grow: without this check the run would wait forever.
-        raise ConfigError(
-            f"--use-gpu asks for {request.workers} GPU(s) but this machine's Ray has {gpus:g}; "
-            "drop --use-gpu, use fewer --workers, or submit to a GPU cluster"
-        )
+    check_gpus(use_gpu=request.use_gpu, gpus_per_trial=request.workers,
+               cluster_gpus=ray.cluster_resources().get("GPU", 0))
     out = request.out.resolve()
     _prepare_out(out)
     print(f"[raydp_synth] {method.name} on {request.dataset}: n={data.num_records}, "

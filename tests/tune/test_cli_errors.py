@@ -36,3 +36,13 @@ def test_an_existing_study_is_not_overwritten(capsys, tmp_path) -> None:
         run_cli(main, ["dpaf", "--storage", str(tmp_path), "--name", "taken"])
     assert "--resume" in capsys.readouterr().err
     assert (tmp_path / "taken" / "ledger.jsonl").read_text() == "{}\n"
+
+
+def test_storage_that_is_a_file_is_one_clear_line(capsys, tmp_path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main, ["dpaf", "--storage", str(tmp_path / "file"), "--name", "x"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "is a file, not a folder" in err and "\n" not in err
+    assert (tmp_path / "file").read_text() == "not a folder"
