@@ -39,6 +39,8 @@ class BudgetAwareSearch(Searcher):
     def suggest(self, trial_id: str) -> dict | str | None:
         status = ray.get(get_accountant(self.study_name).status.remote())
         if not status["can_grant"]:
+            if status.get("ledger_error"):
+                print(f"[raydp_synth] stopping the search: {status['ledger_error']}")
             return Searcher.FINISHED
         if self.ungranted_in_a_row >= MAX_UNGRANTED_IN_A_ROW:
             print(f"[raydp_synth] {self.ungranted_in_a_row} trials in a row ended without a "
@@ -53,8 +55,12 @@ class BudgetAwareSearch(Searcher):
                           error: bool = False) -> None:
         granted = bool(result and result.get("granted")) and not error
         self.ungranted_in_a_row = 0 if granted else self.ungranted_in_a_row + 1
-        if result is not None and not math.isfinite(result.get("score", 0.0)):
-            result = {**result, "score": -1.0}  # Optuna wants finite values
+        if result is not None and not granted and not result.get("invalid"):
+            # Refused (budget, a rerun after a crash, the ledger): says nothing about
+            # the configuration, so Optuna records a failed trial, which TPE ignores.
+            result, error = None, True
+        elif result is not None and not math.isfinite(result.get("score", 0.0)):
+            result = {**result, "score": -1.0}  # an invalid config; Optuna wants finite values
         self.inner.on_trial_complete(trial_id, result=result, error=error)
 
     def save(self, checkpoint_path: str) -> None:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from raydp_synth.errors import BudgetExhausted, ConfigError
+from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER, DEFAULT_SCORE_SHARE
 
 __all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "run_study"]
@@ -156,6 +156,10 @@ def _run_study(request: StudyRequest) -> StudyResult:
     space = load_search_space(request.search_space, method.name, data)
     name = request.name or f"{method.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     study_dir = (request.storage / name).resolve()
+    blocking = next((p for p in (study_dir, *study_dir.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise ConfigError(f"--storage {request.storage}: {blocking} is a file, not a folder; "
+                          "pass a folder for the study directories")
     if request.resume:
         if not (study_dir / "study.json").is_file():
             raise ConfigError(f"--resume: {study_dir} holds no study; check --storage and --name")
@@ -181,6 +185,11 @@ def _run_study(request: StudyRequest) -> StudyResult:
 
     total_cpus = ensure_ray()
     import ray
+
+    from raydp_synth.train.driver import check_gpus
+
+    check_gpus(use_gpu=request.use_gpu, gpus_per_trial=request.workers_per_trial,
+               cluster_gpus=ray.cluster_resources().get("GPU", 0))
     from ray import tune
     from ray.tune.schedulers import FIFOScheduler
     from ray.tune.search import ConcurrencyLimiter
@@ -232,31 +241,64 @@ def _run_study(request: StudyRequest) -> StudyResult:
     # accountant) trials: no cap (a cap would run min(K, cap), which the theorem does
     # not cover); the searcher finishes when the accountant can grant no more.
     num_samples = request.trials if request.selection == "compose" else -1
-    # A resumed study continues the same ledger in a new Tune experiment (trials of
-    # the interrupted session are never rerun: their grants stay spent); the release
-    # considers every finished trial of the study.
-    previous = sorted(p.name for p in study_dir.glob("tune*") if p.is_dir())
-    experiment = "tune" if not previous else f"tune-resume-{len(previous)}"
-    if request.resume and request.selection == "compose":
-        granted = len(ray.get(accountant.granted_events.remote()))
-        num_samples = max(0, request.trials - granted)
-    tuner = tune.Tuner(
-        trainable,
-        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
-                                    num_samples=num_samples),
-        run_config=tune.RunConfig(name=experiment, storage_path=str(study_dir),
-                                  failure_config=tune.FailureConfig(max_failures=0)),
-    )
+    tuner = _restored_tuner(study_dir, trainable) if request.resume else None
+    if tuner is None:
+        # A new study, or a resume whose Tune experiment cannot be restored (killed
+        # before Tune saved it): a new experiment on the same ledger, with the trials
+        # the ledger has not granted yet. The release considers every finished trial
+        # of the study, whatever experiment it ran in.
+        previous = [p for p in study_dir.glob("tune*") if p.is_dir()]
+        experiment = "tune" if not previous else f"tune-resume-{len(previous)}"
+        if request.resume and request.selection == "compose":
+            granted = len(ray.get(accountant.granted_events.remote()))
+            num_samples = max(0, request.trials - granted)
+        tuner = tune.Tuner(
+            trainable,
+            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
+                                        num_samples=num_samples),
+            run_config=tune.RunConfig(name=experiment, storage_path=str(study_dir),
+                                      failure_config=tune.FailureConfig(max_failures=0)),
+        ) if num_samples != 0 else None
     print(f"[raydp_synth] study {name}: {method.name} on {request.dataset}, epsilon={request.epsilon:g} "
           f"delta={request.delta:g} for the whole search ({request.selection}, "
           f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)")
-    if num_samples != 0:
+    if tuner is not None:
         tuner.fit()
+    ledger_error = ray.get(accountant.status.remote())["ledger_error"]
+    if ledger_error is not None:  # the accountant failed closed; the study is interrupted
+        raise LedgerError(f"study {name} stopped: {ledger_error}")
     result = _release_best(request, study_dir, accountant, name)
     # The study is over: its detached accountant goes (a --resume rebuilds it from
     # the ledger). An interrupted study keeps it, for the resume.
     ray.kill(accountant, no_restart=True)
     return result
+
+
+def _experiment_order(path: Path) -> int:
+    return int(path.name.rsplit("-", 1)[1]) if path.name.startswith("tune-resume-") else 0
+
+
+def _restored_tuner(study_dir: Path, trainable: Any) -> Any:
+    """The study's latest Tune experiment, restored (Tune's experiment restore), or
+    None if Tune never saved one.
+
+    The search continues where it stopped: Optuna's state (every finished trial's
+    score), the trial count, the finished trials. A trial that was running when
+    the driver died is resumed by Tune but gets no second grant: it asks the
+    accountant again under a new attempt and is refused (its first grant stays
+    spent, design.md 3.6), so it ends at once without reading data.
+    """
+    from ray import tune
+
+    experiments = sorted((p for p in study_dir.glob("tune*") if p.is_dir()),
+                         key=_experiment_order)
+    if not experiments or not tune.Tuner.can_restore(experiments[-1]) \
+            or not any(experiments[-1].glob("experiment_state*.json")):
+        return None
+    print(f"[raydp_synth] resuming Tune experiment {experiments[-1]}")
+    return tune.Tuner.restore(str(experiments[-1]), trainable=trainable,
+                              resume_unfinished=True, resume_errored=False,
+                              restart_errored=False)
 
 
 def _finished_trials(study_dir: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,102 @@
+"""A study on a simulated 4-node Ray cluster, with a worker node killed mid-trial.
+
+Run as ``python -m tests.faults.multinode_study OUT_DIR`` (its own process: a test
+session's local Ray cannot be swapped for another cluster). Starts a head and two
+worker nodes of one CPU each plus a spare (``ray.cluster_utils.Cluster``), so a
+trial's two Ray Train workers of one CPU each must run on two nodes; runs a 3-trial
+DPAF study; while the second trial trains, removes a worker node that hosts one of
+its workers (no graceful shutdown). Writes what it saw to ``OUT_DIR/observed.json``
+for the test to check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tests.faults.test_study_faults import longer_tiny
+
+
+def main(out: Path) -> int:
+    import ray
+    from ray._private import state
+    from ray.cluster_utils import Cluster
+
+    from raydp_synth.accountant.ledger import Ledger
+    from raydp_synth.tune.study import StudyRequest, run_study
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    # Two worker nodes and a spare: after one is killed, a 2-worker trial still fits
+    # (what an autoscaler's replacement would do; Cluster.add_node cannot run in the
+    # monitor thread).
+    workers = [cluster.add_node(num_cpus=1) for _ in range(3)]
+    cluster.wait_for_nodes()
+    os.environ["RAY_ADDRESS"] = cluster.address
+    study = out / "multinode"
+    observed: dict = {"head": cluster.head_node.node_id, "pairs": [], "killed": None}
+
+    def alive_train_workers() -> dict[str, dict]:
+        return {aid: info for aid, info in state.actors().items()
+                if info["ActorClassName"] == "RayTrainWorker" and info["State"] == "ALIVE"}
+
+    def monitor() -> None:
+        seen_pairs: set[frozenset] = set()
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline and observed["killed"] is None:
+            time.sleep(0.1)
+            if not ray.is_initialized():
+                continue
+            alive = alive_train_workers()
+            if len(alive) != 2:
+                continue
+            nodes = [info["Address"]["NodeID"] for info in alive.values()]
+            if frozenset(alive) not in seen_pairs:
+                seen_pairs.add(frozenset(alive))
+                observed["pairs"].append(nodes)
+                log.write(f"{time.time():.1f} train workers on {nodes}\n")
+            grants = [e for e in Ledger(study / "ledger.jsonl").entries() if e["kind"] == "grant"]
+            # The second trial is mid-training (its first epoch is reported): kill a
+            # node that runs one of its workers.
+            if len(grants) == 2 and any(
+                    (study / "trials" / grants[1]["trial_id"]).glob("train/checkpoint_*")):
+                victim = next(n for n in workers if n.node_id in nodes)
+                log.write(f"{time.time():.1f} removing {victim.node_id}\n")
+                cluster.remove_node(victim, allow_graceful=False)
+                log.write(f"{time.time():.1f} removed\n")
+                observed["killed"] = {"node": victim.node_id, "trial": grants[1]["trial_id"]}
+
+    log = (out / "monitor.log").open("a", buffering=1)
+
+    def logged_monitor() -> None:
+        try:
+            monitor()
+        except BaseException as exc:  # noqa: BLE001 - recorded for the test to show
+            observed["monitor_error"] = repr(exc)
+            log.write(f"monitor failed: {exc!r}\n")
+            raise
+
+    thread = threading.Thread(target=logged_monitor, daemon=True)
+    thread.start()
+    try:
+        result = run_study(StudyRequest(
+            method="dpaf", epsilon=6.0, delta=1e-5, trials=3, workers_per_trial=2,
+            search_space=longer_tiny(out), storage=out, name="multinode", evaluate=False,
+        ))
+        observed["finished"] = [t["trial"] for t in result.trials]
+        observed["best"] = result.best_trial
+        observed["statement_epsilon"] = result.statement["epsilon"]
+    finally:
+        observed["grants"] = [e for e in Ledger(study / "ledger.jsonl").entries()
+                              if e["kind"] == "grant"]
+        (out / "observed.json").write_text(json.dumps(observed, indent=2))
+        ray.shutdown()
+        cluster.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))

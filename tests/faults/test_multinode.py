@@ -1,0 +1,50 @@
+"""A study on a simulated multi-node cluster whose trials span nodes, with a worker
+node killed mid-trial (see :mod:`tests.faults.multinode_study`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.faults.test_study_faults import composed_epsilon
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.fault]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("multinode")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "tests.faults.multinode_study", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
+    return json.loads((out / "observed.json").read_text())
+
+
+def test_each_trials_two_train_workers_run_on_two_nodes(observed) -> None:
+    assert len(observed["pairs"]) >= 2
+    for nodes in observed["pairs"]:
+        assert len(set(nodes)) == 2, f"a trial's workers shared a node: {nodes}"
+    assert len({n for nodes in observed["pairs"] for n in nodes}) >= 2
+
+
+def test_a_node_killed_mid_trial_loses_no_grant_and_overspends_nothing(observed) -> None:
+    killed = observed["killed"]
+    assert killed is not None, "no node was killed"
+    assert killed["node"] != observed["head"]
+    grants = observed["grants"]
+    ids = [g["trial_id"] for g in grants]
+    assert len(grants) == 3 and len(set(ids)) == 3  # the killed trial was not rerun
+    assert ids[1] == killed["trial"]  # its grant stayed in the ledger
+    assert killed["trial"] not in observed["finished"]
+    assert observed["best"] in observed["finished"] and len(observed["finished"]) == 2
+    assert observed["statement_epsilon"] == pytest.approx(composed_epsilon(grants), rel=1e-9)
+    assert observed["statement_epsilon"] <= 6.0

@@ -1,0 +1,140 @@
+"""Fault injection on whole studies: a Ray Train worker killed mid-trial, the driver
+killed mid-study and resumed. Each asserts that the ledger loses nothing (every
+grant stays charged), nothing is rerun under the same grant, and the whole-search
+statement is the composition of every grant, within budget."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import dp_accounting as dpa
+import pytest
+import yaml
+
+from raydp_synth.accountant.ledger import Ledger
+from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.events import event_from_json
+from tests.tune.test_study import TINY
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.fault]
+
+DELTA = 1e-5
+
+
+def ledger_entries(study: Path, kind: str) -> list[dict]:
+    path = study / "ledger.jsonl"
+    return [e for e in Ledger(path).entries() if e["kind"] == kind] if path.exists() else []
+
+
+def composed_epsilon(grants: list[dict]) -> float:
+    return epsilon_of(dpa.ComposedDpEvent([event_from_json(g["event"]) for g in grants]),
+                      delta=DELTA)
+
+
+def longer_tiny(folder: Path, epochs: int = 10) -> Path:
+    """The tiny DPAF space with more epochs: a trial trains long enough to be hit."""
+    space = yaml.safe_load(TINY.read_text())
+    space["fixed"]["epochs"] = epochs
+    path = folder / "longer_tiny.yaml"
+    path.write_text(yaml.safe_dump(space))
+    return path
+
+
+def train_workers() -> dict[str, dict]:
+    """Every Ray Train worker actor of the connected cluster, by actor id (from the
+    GCS: works without the dashboard that ``ray.util.state`` needs)."""
+    from ray._private import state
+
+    return {aid: info for aid, info in state.actors().items()
+            if info["ActorClassName"] == "RayTrainWorker"}
+
+
+def test_a_train_worker_killed_mid_trial_keeps_its_grant_and_is_not_rerun(
+        ray_local, tmp_path) -> None:
+    """SIGKILL the first trial's Ray Train worker while it trains: the trial fails
+    (no retries: a retry would release its mechanisms again), its grant stays in the
+    ledger and in the statement, and the study goes on and releases the other trial."""
+    from raydp_synth.tune.study import StudyRequest, run_study
+
+    study = tmp_path / "killed-worker"
+    killed: list[str] = []
+
+    def kill_first_trials_worker() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not killed:
+            grants = ledger_entries(study, "grant")
+            alive = [w for w in train_workers().values() if w["State"] == "ALIVE"]
+            # Mid-training: its first epoch is reported (checkpointed), more are to come.
+            reported = grants and any(
+                (study / "trials" / grants[0]["trial_id"]).glob("train/checkpoint_*"))
+            if len(grants) == 1 and alive and reported:
+                os.kill(alive[0]["Pid"], signal.SIGKILL)
+                killed.append(grants[0]["trial_id"])
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_first_trials_worker, daemon=True)
+    killer.start()
+    result = run_study(StudyRequest(
+        method="dpaf", epsilon=6.0, delta=DELTA, trials=2, search_space=longer_tiny(tmp_path),
+        storage=tmp_path, name="killed-worker", evaluate=False,
+    ))
+    killer.join(timeout=5)
+    assert killed, "no Train worker was killed"
+    grants = ledger_entries(study, "grant")
+    assert [g["trial_id"] for g in grants][0] == killed[0]
+    assert len(grants) == 2 and len({g["trial_id"] for g in grants}) == 2  # never rerun
+    finished = {t["trial"] for t in result.trials}
+    assert killed[0] not in finished and result.best_trial in finished
+    statement = json.loads((study / "release" / "privacy.json").read_text())
+    assert statement["epsilon"] == pytest.approx(composed_epsilon(grants), rel=1e-9)
+    assert statement["epsilon"] <= 6.0
+
+
+def test_a_killed_driver_resumes_with_tunes_restore_on_the_same_ledger(
+        ray_local, tmp_path, capsys) -> None:
+    """Kill a study's whole process group (driver, local Ray, trial) while its first
+    trial trains, once Tune has saved its experiment; then --resume. Tune restores
+    the experiment (the search's state and trial count); the interrupted trial is
+    refused a second grant, the first grant stays charged, the study runs only the
+    trial it has left and the total stays within budget."""
+    study = tmp_path / "resumed"
+    argv = ["dpaf", "--epsilon", "6", "--trials", "2", "--search-space", str(TINY),
+            "--storage", str(tmp_path), "--name", "resumed", "--no-eval"]
+    proc = subprocess.Popen([sys.executable, "-m", "raydp_synth.tune", *argv],
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            saved = any(study.glob("tune/experiment_state*.json"))
+            if saved and ledger_entries(study, "grant"):
+                break
+            assert proc.poll() is None, "the study ended before its first grant"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    first = ledger_entries(study, "grant")
+    assert len(first) == 1
+
+    from raydp_synth.tune.__main__ import main
+
+    assert main([*argv, "--resume"]) == 0
+    assert "resuming Tune experiment" in capsys.readouterr().out
+    assert not list(study.glob("tune-resume-*")), "a new experiment instead of Tune's restore"
+    grants = ledger_entries(study, "grant")
+    assert len(grants) == 2 and grants[0] == first[0]  # one new trial, the old grant kept
+    assert grants[1]["trial_id"] != first[0]["trial_id"]
+    reruns = [r for r in ledger_entries(study, "refusal") if r["trial_id"] == first[0]["trial_id"]]
+    assert reruns and reruns[0]["reason"].startswith("trial already ran")
+    statement = json.loads((study / "release" / "privacy.json").read_text())
+    total = composed_epsilon(grants)
+    assert statement["epsilon"] == pytest.approx(total, rel=1e-9) and total <= 6.0
