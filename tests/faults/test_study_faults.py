@@ -98,13 +98,15 @@ def test_a_train_worker_killed_mid_trial_keeps_its_grant_and_is_not_rerun(
     assert statement["epsilon"] <= 6.0
 
 
-def test_a_killed_driver_resumes_with_tunes_restore_on_the_same_ledger(
-        ray_local, tmp_path, capsys) -> None:
+@pytest.mark.parametrize("tune_saved", [True, False], ids=["tune-restore", "tune-never-saved"])
+def test_a_killed_driver_resumes_on_the_same_ledger(ray_local, tmp_path, capsys,
+                                                    tune_saved) -> None:
     """Kill a study's whole process group (driver, local Ray, trial) while its first
-    trial trains, once Tune has saved its experiment; then --resume. Tune restores
-    the experiment (the search's state and trial count); the interrupted trial is
-    refused a second grant, the first grant stays charged, the study runs only the
-    trial it has left and the total stays within budget."""
+    trial trains; then --resume. If Tune had saved its experiment, Tune restores it
+    (the search's state, trial count) and the interrupted trial is refused a second
+    grant; if not (killed in its first seconds), a new experiment runs the trials
+    the ledger has not granted. Either way the first grant stays charged, the study
+    runs only the trial it has left, and the total stays within budget."""
     study = tmp_path / "resumed"
     argv = ["dpaf", "--epsilon", "6", "--trials", "2", "--search-space", str(TINY),
             "--storage", str(tmp_path), "--name", "resumed", "--no-eval"]
@@ -122,19 +124,27 @@ def test_a_killed_driver_resumes_with_tunes_restore_on_the_same_ledger(
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    if not tune_saved:  # as if killed before Tune's first save
+        for path in study.glob("tune/experiment_state*.json"):
+            path.unlink()
     first = ledger_entries(study, "grant")
     assert len(first) == 1
 
     from raydp_synth.tune.__main__ import main
 
     assert main([*argv, "--resume"]) == 0
-    assert "resuming Tune experiment" in capsys.readouterr().out
-    assert not list(study.glob("tune-resume-*")), "a new experiment instead of Tune's restore"
+    out = capsys.readouterr().out
     grants = ledger_entries(study, "grant")
     assert len(grants) == 2 and grants[0] == first[0]  # one new trial, the old grant kept
     assert grants[1]["trial_id"] != first[0]["trial_id"]
     reruns = [r for r in ledger_entries(study, "refusal") if r["trial_id"] == first[0]["trial_id"]]
-    assert reruns and reruns[0]["reason"].startswith("trial already ran")
+    if tune_saved:
+        assert "resuming Tune experiment" in out
+        assert not list(study.glob("tune-resume-*")), "a new experiment instead of Tune's restore"
+        assert reruns and reruns[0]["reason"].startswith("trial already ran")
+    else:
+        assert "resuming Tune experiment" not in out and (study / "tune-resume-1").is_dir()
+        assert not reruns
     statement = json.loads((study / "release" / "privacy.json").read_text())
     total = composed_epsilon(grants)
     assert statement["epsilon"] == pytest.approx(total, rel=1e-9) and total <= 6.0
