@@ -38,18 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    import json
+    from raydp_synth.evaluation.report import EvaluationSettings, evaluate_run, format_table
 
-    from raydp_synth.errors import ConfigError
-    from raydp_synth.evaluation.report import default_settings, evaluate_run, format_table
-
-    run_file = args.run_dir / "run.json"
-    if not run_file.is_file():
-        raise ConfigError(f"{args.run_dir} is not a run directory (no run.json); "
-                          "pass the --out directory of a training run")
-    settings = default_settings(json.loads(run_file.read_text())["method"],
-                                num_synthetic=args.num_synthetic,
-                                curve_synthetic=args.curve_synthetic, seed=args.seed)
+    # Sample counts left None take the run's method's defaults (evaluate_run).
+    settings = EvaluationSettings(num_synthetic=args.num_synthetic,
+                                  curve_synthetic=args.curve_synthetic, seed=args.seed)
     result = evaluate_run(args.run_dir, dataset=args.dataset,
                           public_reference=args.public_reference, settings=settings)
     print(format_table(result))

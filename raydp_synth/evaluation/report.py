@@ -16,7 +16,7 @@ training had spent so far (the privacy-utility curve).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,16 +53,17 @@ class EvaluationSettings:
     """How much synthetic data and compute an evaluation spends.
 
     Attributes:
-        num_synthetic: synthetic images (labels balanced) for the final figures.
-        curve_synthetic: synthetic images per checkpoint of the curve.
+        num_synthetic: synthetic images (labels balanced) for the final figures
+            (None: the run's method's ``evaluation_samples``).
+        curve_synthetic: synthetic images per checkpoint of the curve (None: idem).
         classifiers: CAS classifiers of the final figures.
         curve_classifier: the CAS classifier of the curve.
         seed: public seed of latents and classifier training.
         feature_steps: training steps of the FID/IS network.
     """
 
-    num_synthetic: int = 10_000
-    curve_synthetic: int = 2_000
+    num_synthetic: int | None = None
+    curve_synthetic: int | None = None
     classifiers: tuple[str, ...] = CLASSIFIER_KINDS
     curve_classifier: str = "logreg"
     seed: int = 0
@@ -72,7 +73,7 @@ class EvaluationSettings:
         for kind in (*self.classifiers, self.curve_classifier):
             if kind not in CLASSIFIER_KINDS:
                 raise ConfigError(f"unknown classifier {kind!r}; choose from {CLASSIFIER_KINDS}")
-        if self.num_synthetic < 20 or self.curve_synthetic < 20:
+        if any(n is not None and n < 20 for n in (self.num_synthetic, self.curve_synthetic)):
             raise ConfigError("evaluate at least 20 synthetic images")
 
 
@@ -152,8 +153,7 @@ def evaluate_run(
         raise ConfigError(f"{run_dir} is not a run directory (no run.json); "
                           "pass the --out directory of a training run")
     run = json.loads(run_file.read_text())
-    if settings is None:
-        settings = default_settings(run["method"])
+    settings = default_settings(run["method"], **asdict(settings or EvaluationSettings()))
     generator = TrainedGenerator.from_release(run_dir / "release")
     size = generator.data.image_size
     if splits is None:

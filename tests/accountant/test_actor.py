@@ -68,6 +68,18 @@ def _pid(handle) -> int:
     return ray.get(handle.__ray_call__.remote(lambda self: os.getpid()))
 
 
+def _restarted(handle, old_pid: int, timeout_s: float = 60.0) -> int:
+    """The pid of the restarted actor. ``ray.kill`` is asynchronous: a call made just
+    after it may still be served by the old process, so wait for the new one."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (pid := _pid(handle)) == old_pid:
+        assert time.monotonic() < deadline, "Ray did not restart the accountant"
+        time.sleep(0.1)
+    return pid
+
+
 def _replay_check(entries: list[dict], plans: dict[str, dict], budget: float) -> RdpAccountant:
     """Replay the ledger in order with dp-accounting: every grant fits, every refusal
     could not have fit at the time it was made, and nothing is granted twice."""
@@ -221,8 +233,8 @@ def test_rebuilds_from_the_ledger_after_a_crash(ray_local, tmp_path):
         pid = _pid(handle)
 
         ray.kill(handle, no_restart=False)  # a crash: Ray restarts it (max_restarts=-1)
+        _restarted(handle, pid)
         after = ray.get(handle.status.remote())
-        assert _pid(handle) != pid
         assert after == before  # nothing lost: the grants before the crash still count
 
         # a crash while requests are in flight: they are retried (max_task_retries=-1)

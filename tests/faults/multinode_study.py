@@ -18,12 +18,11 @@ import threading
 import time
 from pathlib import Path
 
-from tests.faults.test_study_faults import longer_tiny
+from tests.faults.test_study_faults import longer_tiny, train_workers
 
 
 def main(out: Path) -> int:
     import ray
-    from ray._private import state
     from ray.cluster_utils import Cluster
 
     from raydp_synth.accountant.ledger import Ledger
@@ -39,10 +38,6 @@ def main(out: Path) -> int:
     study = out / "multinode"
     observed: dict = {"head": cluster.head_node.node_id, "pairs": [], "killed": None}
 
-    def alive_train_workers() -> dict[str, dict]:
-        return {aid: info for aid, info in state.actors().items()
-                if info["ActorClassName"] == "RayTrainWorker" and info["State"] == "ALIVE"}
-
     def monitor() -> None:
         seen_pairs: set[frozenset] = set()
         deadline = time.monotonic() + 900
@@ -50,7 +45,8 @@ def main(out: Path) -> int:
             time.sleep(0.1)
             if not ray.is_initialized():
                 continue
-            alive = alive_train_workers()
+            alive = {aid: info for aid, info in train_workers().items()
+                     if info["State"] == "ALIVE"}
             if len(alive) != 2:
                 continue
             nodes = [info["Address"]["NodeID"] for info in alive.values()]
