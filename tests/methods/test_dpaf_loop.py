@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from raydp_synth.data import load_dataset
+from raydp_synth.errors import ConfigError
 from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.methods.dpaf.loop import total_variation
 from tests.methods.loop_run import run_loop
 
 DPAF = get_method("dpaf")
@@ -20,11 +23,13 @@ def digits():
 
 
 @pytest.mark.parametrize("aggregation", ["batch", "class"])
-@pytest.mark.parametrize("generator_loss", ["d_hat", "aggregate"])
-def test_loop_runs_its_plan_and_reports_only_safe_keys(digits, aggregation: str, generator_loss: str) -> None:
+@pytest.mark.parametrize(("generator_loss", "g_smoothness"), [("d_hat", 0.0), ("aggregate", 1.0)])
+def test_loop_runs_its_plan_and_reports_only_safe_keys(
+        digits, aggregation: str, generator_loss: str, g_smoothness: float) -> None:
     train, info = digits
     config = DPAF.make_config({"epochs": 0.5, "classifier_epochs": 0.1, "batch_size": 256, "mu": 2,
-                               "aggregation": aggregation, "generator_loss": generator_loss}, info)
+                               "aggregation": aggregation, "generator_loss": generator_loss,
+                               "g_smoothness": g_smoothness}, info)
     plan = DPAF.plan(config, epsilon=5.0, delta=1e-5, data=info)
     reports, states = run_loop(DPAF, config, plan, info, train)
     assert all(set(r) <= DPAF.metric_allowlist for r in reports)
@@ -43,3 +48,22 @@ def test_spent_epsilon_grows_to_the_plans(digits) -> None:
     assert plan.spent_epsilon({}) == 0.0
     assert 0 < plan.spent_epsilon(half) < plan.spent_epsilon(full)
     assert plan.spent_epsilon(full) == pytest.approx(plan.epsilon(), rel=1e-12)
+
+
+def test_the_smoothness_prior_is_the_mean_absolute_difference_of_neighbours() -> None:
+    flat = torch.full((3, 1, 8, 8), 0.7)
+    assert total_variation(flat).item() == 0.0
+    rows, cols = torch.meshgrid(torch.arange(8), torch.arange(8), indexing="ij")
+    checkerboard = (((rows + cols) % 2) * 2 - 1).float()[None, None]  # +-1: every step is 2
+    assert total_variation(checkerboard).item() == pytest.approx(4.0)
+    stripes = (cols % 2 * 2 - 1).float()[None, None]  # only horizontal neighbours differ
+    assert total_variation(stripes).item() == pytest.approx(2.0)
+    # real digits are smoother than uniform noise: the prior prefers them
+    real = torch.as_tensor(load_dataset("digits").train.images[:256])
+    assert total_variation(real) < 0.5 * total_variation(torch.rand_like(real) * 2 - 1)
+
+
+@pytest.mark.parametrize("weight", [-0.1, float("nan"), float("inf")])
+def test_a_bad_smoothness_weight_is_refused(digits, weight: float) -> None:
+    with pytest.raises(ConfigError, match="g_smoothness"):
+        DPAF.make_config({"g_smoothness": weight}, digits[1])

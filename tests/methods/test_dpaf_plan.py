@@ -96,8 +96,8 @@ def test_bad_configs(values: dict, match: str) -> None:
 
 
 def test_generator_width_costs_no_privacy() -> None:
-    narrow = DPAF.make_config(SMALL, DIGITS)
-    wide = DPAF.make_config({**SMALL, "g_base_width": 32}, DIGITS)
+    narrow = DPAF.make_config({**SMALL, "g_base_width": None}, DIGITS)  # G as wide as D
+    wide = DPAF.make_config({**SMALL, "g_base_width": 64}, DIGITS)
     plan_narrow = DPAF.plan(narrow, epsilon=5.0, delta=1e-5, data=DIGITS)
     plan_wide = DPAF.plan(wide, epsilon=5.0, delta=1e-5, data=DIGITS)
     assert plan_narrow.mechanisms == plan_wide.mechanisms

@@ -69,7 +69,8 @@ def test_packaged_dpaf_space_loads_for_digits() -> None:
     assert isinstance(split, CategoricalParam)
     assert split.choices == ("C2-C1-x", "C1-C1-x", "C1-C2-x", "C1-C1-C1")
     assert {"mu", "n_critic", "budget_split", "batch_size", "lr_d", "lr_g", "clip_conv2",
-            "topk_fraction", "g_steps", "base_width"} <= set(space.params)
+            "topk_fraction", "g_steps", "base_width", "generator_loss",
+            "g_smoothness"} <= set(space.params)
     weights = space.params["budget_split"]
     assert isinstance(weights, WeightsParam) and len(weights.names) == 3
     assert space.fixed["epochs"] <= 30

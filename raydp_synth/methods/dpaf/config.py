@@ -17,10 +17,15 @@ class DPAFConfig:
     """Hyperparameters of one privacy-corrected DPAF run.
 
     The defaults are the best private configuration measured on the embedded digits
-    (n=1442, epsilon=10): few, narrow feature maps (a small sqrt(m)*p) and large
-    DPAGG batches give the aggregates a usable signal-to-noise ratio, and G takes
-    several (free) steps per release. The paper's canonical MNIST values (60,000
-    records) are batch_size=24, mu=8, base widths of cDCGAN; the tuner searches these.
+    (n=1442, epsilon=10; docs/benchmarks.md section 4): few, narrow feature maps (a
+    small sqrt(m)*p) at 4x4 resolution (``C1-C1-x``) and large DPAGG batches give the
+    aggregates a usable signal-to-noise ratio; G is wide (its width costs no
+    privacy), takes several (free) steps per release, is trained on the synthetic
+    aggregate (``generator_loss="aggregate"``) and with a smoothness prior: a batch
+    mean of features cannot see pixel noise that is independent across records, so
+    without the prior G's samples keep it. The paper's canonical MNIST values (60,000
+    records) are batch_size=24, mu=8, base widths of cDCGAN and G trained through
+    D-hat; the tuner searches these.
 
     Attributes:
         image_size: side of the images the networks are built for (power of two).
@@ -51,18 +56,23 @@ class DPAFConfig:
             ``"class"`` (DPAGG releases the per-class sums; a record is in exactly
             one class block, so the sensitivity and the privacy cost are the same,
             and the head learns class-conditional aggregates).
-        generator_loss: ``"d_hat"`` (the paper: G's BCE through D without
-            aggregation, per synthetic record) or ``"aggregate"`` (G's BCE through
-            the head on the synthetic batch's aggregate, with DPAGG's noise law).
+        generator_loss: ``"aggregate"`` (G's BCE through the head on the synthetic
+            batch's aggregate, with DPAGG's noise law: the head's own input) or
+            ``"d_hat"`` (the paper: G's BCE through D without aggregation, per
+            synthetic record, an input the head never saw in training).
             Both see synthetic records only.
+        g_smoothness: weight of a total-variation penalty on G's synthetic images
+            (the mean absolute difference of neighbouring pixels), added to G's
+            loss: a data-independent prior against the pixel noise that batch
+            aggregates cannot see (0: off). Post-processing: no privacy cost.
         seed: public seed of initialisation and synthetic draws (Poisson sampling
             and noise use the run's secret seed, never this one).
     """
 
     image_size: int
-    layer_split: str = "C2-C1-x"
+    layer_split: str = "C1-C1-x"
     base_width: int = 4
-    g_base_width: int | None = None
+    g_base_width: int | None = 32
     latent_dim: int = 100
     batch_size: int = 512
     mu: int = 1
@@ -80,7 +90,8 @@ class DPAFConfig:
     clip_conv2: float = 1.0
     topk_fraction: float = 0.9
     aggregation: str = "class"
-    generator_loss: str = "d_hat"
+    generator_loss: str = "aggregate"
+    g_smoothness: float = 1.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -92,6 +103,8 @@ class DPAFConfig:
             floats=("epochs", "classifier_epochs", "lr_classifier", "lr_d", "lr_g",
                     "clip_classifier", "clip_conv2"),
         )
+        if not (math.isfinite(self.g_smoothness) and self.g_smoothness >= 0):
+            raise ConfigError(f"Expected g_smoothness={self.g_smoothness} >= 0.")
         if self.g_base_width is not None and self.g_base_width < 1:
             raise ConfigError(f"Expected g_base_width={self.g_base_width} >= 1.")
         if self.lr_conv2 is not None and not (math.isfinite(self.lr_conv2) and self.lr_conv2 > 0):

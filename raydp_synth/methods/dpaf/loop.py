@@ -40,7 +40,7 @@ from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
 from raydp_synth.train.context import WorkerContext
 from raydp_synth.train.distributed import all_reduce_mean_, all_reduce_sum_, data_parallel_step
 
-__all__ = ["METRIC_ALLOWLIST", "run_dpaf"]
+__all__ = ["METRIC_ALLOWLIST", "run_dpaf", "total_variation"]
 
 #: Every key DPAF reports. Safe because: epoch/step counters and epsilon_spent
 #: are public (plan arithmetic); d_loss_noisy and the d_*_noisy scores are
@@ -290,16 +290,17 @@ class _DPAFRun:
         agg_labels: torch.Tensor | None,
     ) -> torch.Tensor:
         images, labels = self._fakes(count, gen, balanced=by_class)
+        prior = self.config.g_smoothness * total_variation(images) if self.config.g_smoothness else 0.0
         if self.config.generator_loss == "d_hat":
             logits = self.parts.d_hat(images, labels, class_head=by_class)
-            return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+            return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits)) + prior
         # Through the head on this worker's synthetic mean aggregate(s), with the
         # noise law of a released mean (DPAGG's noise std / expected count).
         sums = feature_sum(self.parts, images, labels, by_class=by_class)
         means = sums / (count / self.arch.num_classes) if by_class else sums[None] / count
         noise = gaussian_noise(means.shape, std=mean_noise_std, generator=gen).to(means)
         logits = self.parts.head(means + noise, agg_labels)
-        return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+        return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits)) + prior
 
     def _loss_direction(
         self, released_mean: torch.Tensor, labels: torch.Tensor | None, target: torch.Tensor
@@ -309,6 +310,12 @@ class _DPAFRun:
         loss = F.binary_cross_entropy_with_logits(self.parts.head(point, labels), target)
         (direction,) = torch.autograd.grad(loss, point)
         return direction.detach()
+
+
+def total_variation(images: torch.Tensor) -> torch.Tensor:
+    """Mean absolute difference of vertically and horizontally neighbouring pixels."""
+    return ((images[..., 1:, :] - images[..., :-1, :]).abs().mean()
+            + (images[..., :, 1:] - images[..., :, :-1]).abs().mean())
 
 
 def run_dpaf(ctx: WorkerContext) -> None:
