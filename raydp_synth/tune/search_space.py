@@ -155,6 +155,12 @@ class IntParam(_Range):
     def suggest(self, trial: optuna.Trial) -> None:
         trial.suggest_int(self.name, self.low, self.high, step=self.step, log=self.log)
 
+    def point(self, value: Any) -> dict[str, Any]:
+        """``value`` under this param's key, or nothing if the range lacks it."""
+        inside = (isinstance(value, int) and not isinstance(value, bool)
+                  and self.low <= value <= self.high and (value - self.low) % self.step == 0)
+        return {self.name: value} if inside else {}
+
 
 @dataclass(frozen=True, kw_only=True)
 class FloatParam(_Range):
@@ -176,6 +182,15 @@ class FloatParam(_Range):
     def suggest(self, trial: optuna.Trial) -> None:
         trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)
 
+    def point(self, value: Any) -> dict[str, Any]:
+        """``value`` under this param's key, or nothing if the range lacks it."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return {}
+        inside = self.low <= value <= self.high and (
+            self.step is None or math.isclose((value - self.low) / self.step,
+                                              round((value - self.low) / self.step)))
+        return {self.name: float(value)} if inside else {}
+
 
 @dataclass(frozen=True, kw_only=True)
 class CategoricalParam(_OneKey):
@@ -191,6 +206,10 @@ class CategoricalParam(_OneKey):
 
     def suggest(self, trial: optuna.Trial) -> None:
         trial.suggest_categorical(self.name, list(self.choices))
+
+    def point(self, value: Any) -> dict[str, Any]:
+        """``value`` under this param's key, or nothing if it is not a choice."""
+        return {self.name: value} if value in self.choices else {}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -225,6 +244,20 @@ class WeightsParam:
 
     def value_from(self, config: Mapping[str, Any]) -> tuple[float, ...]:
         return tuple(float(config[key]) for key in self.trial_keys)
+
+    def point(self, value: Any) -> dict[str, Any]:
+        """``value`` (relative weights) rescaled so that its largest weight is
+        ``high``, under this param's keys; nothing if its ratios do not fit."""
+        try:
+            weights = [float(w) for w in value]
+        except (TypeError, ValueError):
+            return {}
+        if len(weights) != len(self.names) or not all(w > 0 for w in weights):
+            return {}
+        scaled = [w * self.high / max(weights) for w in weights]
+        if min(scaled) < self.low:
+            return {}
+        return dict(zip(self.trial_keys, scaled, strict=True))
 
     @property
     def low_value(self) -> tuple[float, ...]:
@@ -330,6 +363,19 @@ class SearchSpace:
         for param in self.params.values():
             param.suggest(trial)
         return copy.deepcopy(self.fixed)
+
+    def default_point(self, defaults: Mapping[str, Any]) -> dict[str, Any]:
+        """A trial config of this space (its sampled keys) holding ``defaults``, a
+        method config's values by field: for Optuna to run first (``enqueue_trial``).
+
+        A param whose default lies outside its range is left out (the sampler draws
+        it); an empty dict means no default fits.
+        """
+        point: dict[str, Any] = {}
+        for name, param in self.params.items():
+            if name in defaults:
+                point.update(param.point(defaults[name]))
+        return point
 
     def settings_from_trial_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """The method's settings (for ``method.make_config``) from a trial's flat config.

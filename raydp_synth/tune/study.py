@@ -24,12 +24,16 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER, DEFAULT_SCORE_SHARE
 
-__all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "run_study"]
+if TYPE_CHECKING:
+    from raydp_synth.methods.base import DataInfo, Method
+    from raydp_synth.tune.search_space import SearchSpace
+
+__all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "first_points", "run_study"]
 
 SELECTIONS = ("compose", "random-stopping")
 SAMPLERS = ("tpe", "random")
@@ -234,7 +238,8 @@ def _run_study(request: StudyRequest) -> StudyResult:
     startup = min(10, max(2, request.trials // 3)) if request.sampler == "tpe" else None
     optuna_search = OptunaSearch(space=space.define_by_run, metric="score", mode="max",
                                  sampler=make_sampler(request.sampler, request.seed,
-                                                      n_startup_trials=startup))
+                                                      n_startup_trials=startup),
+                                 points_to_evaluate=first_points(request, space, method, data))
     searcher = ConcurrencyLimiter(BudgetAwareSearch(optuna_search, name),
                                   max_concurrent=concurrent)
     # compose: at most N_max trials. random-stopping: exactly K (secret, in the
@@ -276,6 +281,25 @@ def _run_study(request: StudyRequest) -> StudyResult:
 
 def _experiment_order(path: Path) -> int:
     return int(path.name.rsplit("-", 1)[1]) if path.name.startswith("tune-resume-") else 0
+
+
+def first_points(request: StudyRequest, space: SearchSpace, method: Method,
+                 data: DataInfo) -> list[dict[str, Any]] | None:
+    """What the search runs first: the method's default config (its values that the
+    space holds), so that a small study starts from the known-good configuration.
+
+    Only under ``compose``: composition covers trials chosen in any (adaptive) way.
+    Random stopping (Papernot and Steinke) needs every trial to draw its
+    hyperparameters from one fixed distribution, which a fixed first trial breaks.
+    Not on --resume (the default ran, or Tune's restored searcher holds it).
+    """
+    from raydp_synth.methods.base import config_to_dict
+
+    if request.selection != "compose" or request.resume:
+        return None
+    defaults = config_to_dict(method.make_config({**space.fixed, "seed": request.seed}, data))
+    point = space.default_point(defaults)
+    return [point] if point else None
 
 
 def _restored_tuner(study_dir: Path, trainable: Any) -> Any:

@@ -202,6 +202,62 @@ def test_ray_tune_optuna_search_suggests_a_config() -> None:
     assert search.suggest("trial_2") != config
 
 
+# ------------------------------------------------------------- the default goes first
+
+PUBLIC_DIGITS = DataInfo(num_records=1038, image_size=16, channels=1, num_classes=10,
+                         public_records=404)
+
+
+@pytest.mark.parametrize("method", ["dpaf", "dpgan", "dpwgan", "privimage-g", "privimage-d"])
+def test_a_compose_study_runs_the_methods_default_config_first(method: str) -> None:
+    """Every packaged space holds its method's defaults: trial 1 is the default run
+    (with the space's fixed values), through Ray Tune's OptunaSearch."""
+    from ray.tune.search.optuna import OptunaSearch
+
+    from raydp_synth.methods.base import config_to_dict
+    from raydp_synth.tune.study import StudyRequest, first_points
+
+    data = PUBLIC_DIGITS if method.startswith("privimage") else DIGITS
+    m, space = get_method(method), load_search_space(None, method, data)
+    points = first_points(StudyRequest(method=method, epsilon=10.0, delta=1e-5), space, m, data)
+    assert points is not None and set(points[0]) == set(space.trial_keys)
+    search = OptunaSearch(space=space.define_by_run, metric="score", mode="max",
+                          sampler=make_sampler("tpe", 0), points_to_evaluate=points)
+    first = config_to_dict(m.make_config(space.settings_from_trial_config(search.suggest("t1")), data))
+    default = config_to_dict(m.make_config(space.fixed, data))
+    for key in ("budget_split", "weights"):  # relative weights: compare the ratios
+        if isinstance(first.get(key), list):
+            first[key] = [w / sum(first[key]) for w in first[key]]
+            default[key] = pytest.approx([w / sum(default[key]) for w in default[key]])
+    assert first == default
+    assert config_to_dict(m.make_config(space.settings_from_trial_config(search.suggest("t2")),
+                                        data)) != default
+
+
+def test_defaults_outside_the_space_are_sampled(tmp_path: Path) -> None:
+    space = load(tmp_path, broken(params__mu={"type": "int", "low": 2, "high": 4},
+                                  params__layer_split={"type": "categorical",
+                                                       "choices": ["C2-C1-x", "C1-C2-x"]}))
+    point = space.default_point({"mu": 1, "lr_d": 1e-3, "layer_split": "C1-C1-x",
+                                 "budget_split": (0.05, 0.25, 0.7)})
+    assert point == {"lr_d": 1e-3, "budget_split.classifier": pytest.approx(0.05 / 0.7),
+                     "budget_split.conv2": pytest.approx(0.25 / 0.7), "budget_split.dpagg": 1.0}
+    # ratios the weights' range cannot hold (0.01 / 0.7 < low 0.05) are sampled too
+    assert "budget_split.dpagg" not in space.default_point({"budget_split": (0.01, 0.3, 0.7)})
+
+
+def test_random_stopping_and_resume_run_no_fixed_first_trial() -> None:
+    """Random stopping's theorem needs i.i.d. trials: no fixed first trial."""
+    from raydp_synth.tune.study import StudyRequest, first_points
+
+    space = load_search_space(None, "dpaf", DIGITS)
+    rs = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",
+                      sampler="random")
+    resumed = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, resume=True)
+    assert first_points(rs, space, DPAF, DIGITS) is None
+    assert first_points(resumed, space, DPAF, DIGITS) is None
+
+
 # --------------------------------------------------------------------- schema errors
 
 

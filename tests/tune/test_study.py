@@ -87,6 +87,9 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     assert len(results) >= 3
     assert {key for r in results for key in r} <= allowed
     assert all("score" in r for r in results if r.get("done"))
+    # The search ran DPAF's defaults that the space holds (mu 1, lr_d 1e-3) first.
+    params = [json.loads(p.read_text()) for p in study.glob("tune/*/params.json")]
+    assert [(p["mu"], p["lr_d"]) for p in params].count((1, 1e-3)) == 1
     # The budget CLI prices the ledger the same way, without Ray.
     from raydp_synth.budget import ledger_statement
 
