@@ -35,7 +35,7 @@ def _fails(argv: list[str], capsys) -> str:
     (["dpaf", "--workers", "0"], "--workers"),
     (["dpaf", "--set", "image_size=abc"], "image_size"),
     (["dpaf", "--set", "image_size=20"], "power of two"),
-    (["dpaf", "--set", "image_size=8"], "at most 2"),
+    (["dpaf", "--set", "image_size=8", "--set", "layer_split=C2-C1-x"], "at most 2"),
     (["dpaf", "--dataset", "webdataset:foo"], "digits"),
     (["dpaf", "--score-share", "1.5"], "--score-share"),
     (["dpaf", "--score-share", "0"], "--score-share"),
