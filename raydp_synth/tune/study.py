@@ -30,7 +30,6 @@ from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER, DEFAULT_SCORE_SHARE
 
 if TYPE_CHECKING:
-    from raydp_synth.methods.base import DataInfo, Method
     from raydp_synth.tune.search_space import SearchSpace
 
 __all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "first_points", "run_study"]
@@ -176,9 +175,11 @@ def _run_study(request: StudyRequest) -> StudyResult:
         public_records(request.public_validation, like=train, seed=request.seed)  # validates
     score_share = 0.0 if request.public_validation else request.score_share
 
+    # The method's defaults with the space's fixed values: random stopping's reference
+    # plan, and compose's first trial.
+    default = method.make_config({**space.fixed, "seed": request.seed}, data)
     reference = None
     if request.selection == "random-stopping":
-        default = method.make_config({**space.fixed, "seed": request.seed}, data)
         reference = reference_plan(method, default, data, budget_epsilon=request.epsilon,
                                    delta=request.delta, mean_trials=float(request.trials),
                                    shape=shape, score_share=score_share)
@@ -239,7 +240,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
     optuna_search = OptunaSearch(space=space.define_by_run, metric="score", mode="max",
                                  sampler=make_sampler(request.sampler, request.seed,
                                                       n_startup_trials=startup),
-                                 points_to_evaluate=first_points(request, space, method, data))
+                                 points_to_evaluate=first_points(request, space, default))
     searcher = ConcurrencyLimiter(BudgetAwareSearch(optuna_search, name),
                                   max_concurrent=concurrent)
     # compose: at most N_max trials. random-stopping: exactly K (secret, in the
@@ -283,10 +284,11 @@ def _experiment_order(path: Path) -> int:
     return int(path.name.rsplit("-", 1)[1]) if path.name.startswith("tune-resume-") else 0
 
 
-def first_points(request: StudyRequest, space: SearchSpace, method: Method,
-                 data: DataInfo) -> list[dict[str, Any]] | None:
-    """What the search runs first: the method's default config (its values that the
-    space holds), so that a small study starts from the known-good configuration.
+def first_points(request: StudyRequest, space: SearchSpace,
+                 default: Any) -> list[dict[str, Any]] | None:
+    """What the search runs first: ``default``, the method's default config (its
+    values that the space holds), so that a small study starts from the known-good
+    configuration.
 
     Only under ``compose``: composition covers trials chosen in any (adaptive) way.
     Random stopping (Papernot and Steinke) needs every trial to draw its
@@ -297,8 +299,7 @@ def first_points(request: StudyRequest, space: SearchSpace, method: Method,
 
     if request.selection != "compose" or request.resume:
         return None
-    defaults = config_to_dict(method.make_config({**space.fixed, "seed": request.seed}, data))
-    point = space.default_point(defaults)
+    point = space.default_point(config_to_dict(default))
     return [point] if point else None
 
 

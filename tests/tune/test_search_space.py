@@ -219,7 +219,9 @@ def test_a_compose_study_runs_the_methods_default_config_first(method: str) -> N
 
     data = PUBLIC_DIGITS if method.startswith("privimage") else DIGITS
     m, space = get_method(method), load_search_space(None, method, data)
-    points = first_points(StudyRequest(method=method, epsilon=10.0, delta=1e-5), space, m, data)
+    default_config = m.make_config({**space.fixed, "seed": 0}, data)
+    points = first_points(StudyRequest(method=method, epsilon=10.0, delta=1e-5), space,
+                          default_config)
     assert points is not None and set(points[0]) == set(space.trial_keys)
     search = OptunaSearch(space=space.define_by_run, metric="score", mode="max",
                           sampler=make_sampler("tpe", 0), points_to_evaluate=points)
@@ -254,8 +256,9 @@ def test_random_stopping_and_resume_run_no_fixed_first_trial() -> None:
     rs = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",
                       sampler="random")
     resumed = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, resume=True)
-    assert first_points(rs, space, DPAF, DIGITS) is None
-    assert first_points(resumed, space, DPAF, DIGITS) is None
+    default = DPAF.make_config(space.fixed, DIGITS)
+    assert first_points(rs, space, default) is None
+    assert first_points(resumed, space, default) is None
 
 
 # --------------------------------------------------------------------- schema errors

@@ -290,17 +290,19 @@ class _DPAFRun:
         agg_labels: torch.Tensor | None,
     ) -> torch.Tensor:
         images, labels = self._fakes(count, gen, balanced=by_class)
-        prior = self.config.g_smoothness * total_variation(images) if self.config.g_smoothness else 0.0
         if self.config.generator_loss == "d_hat":
             logits = self.parts.d_hat(images, labels, class_head=by_class)
-            return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits)) + prior
-        # Through the head on this worker's synthetic mean aggregate(s), with the
-        # noise law of a released mean (DPAGG's noise std / expected count).
-        sums = feature_sum(self.parts, images, labels, by_class=by_class)
-        means = sums / (count / self.arch.num_classes) if by_class else sums[None] / count
-        noise = gaussian_noise(means.shape, std=mean_noise_std, generator=gen).to(means)
-        logits = self.parts.head(means + noise, agg_labels)
-        return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits)) + prior
+        else:
+            # Through the head on this worker's synthetic mean aggregate(s), with the
+            # noise law of a released mean (DPAGG's noise std / expected count).
+            sums = feature_sum(self.parts, images, labels, by_class=by_class)
+            means = sums / (count / self.arch.num_classes) if by_class else sums[None] / count
+            noise = gaussian_noise(means.shape, std=mean_noise_std, generator=gen).to(means)
+            logits = self.parts.head(means + noise, agg_labels)
+        loss = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+        if self.config.g_smoothness:  # the smoothness prior: a function of G's images only
+            loss = loss + self.config.g_smoothness * total_variation(images)
+        return loss
 
     def _loss_direction(
         self, released_mean: torch.Tensor, labels: torch.Tensor | None, target: torch.Tensor
