@@ -7,9 +7,11 @@ Layout::
       dog/ 001.png ...
 
 Class names are the sorted sub-folder names and a class's label is its index.
-Hidden entries (names starting with ``.``) are ignored; every other file in a
-class folder must be a decodable image. Files directly inside ``root`` are
-ignored.
+The sub-folders declare the class set: an empty class folder is a declared class
+with no record, which is valid (the class set is a public fact of the privacy
+statement and must not depend on which records are present). Hidden entries
+(names starting with ``.``) are ignored; every other file in a class folder must
+be a decodable image. Files directly inside ``root`` are ignored.
 """
 
 from __future__ import annotations
@@ -50,9 +52,9 @@ def load_folder_raw(directory: str | Path) -> RawImages:
         ``RawImages`` with images ordered by class, then by file name.
 
     Raises:
-        DataError: If the folder is missing, has no class sub-folders, a
-            class folder has no images, a file cannot be decoded, or the
-            images differ in size.
+        DataError: If the folder is missing, has no class sub-folders, no
+            class folder has an image, a file cannot be decoded, or the images
+            differ in size.
     """
     root = Path(directory).expanduser()
     if not root.is_dir():
@@ -73,14 +75,14 @@ def load_folder_raw(directory: str | Path) -> RawImages:
         files = sorted(
             (p for p in class_dir.iterdir() if p.is_file() and _visible(p)), key=lambda p: p.name
         )
-        if not files:
-            raise DataError(
-                f"{class_dir}: class folder {class_dir.name!r} contains no images; "
-                "add images or remove the folder"
-            )
         for file in files:
             decoded.append(decode_image(file, origin=str(file)))
             labels.append(label)
+    if not decoded:
+        raise DataError(
+            f"{root}: none of the {len(class_dirs)} class folders contains an image; "
+            "add images to the class folders"
+        )
     images = stack_images(decoded, source=str(root))
     return RawImages(
         images=images,

@@ -153,23 +153,44 @@ def _read_pair(images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.nda
     return images[:, np.newaxis, :, :], labels.astype(np.int64)
 
 
-def load_idx_raw(directory: str | Path) -> RawImages:
+def _check_declared(labels: np.ndarray, num_classes: int, path: Path | str) -> None:
+    """Refuse a label outside the declared classes ``0..num_classes-1``.
+
+    Raises:
+        DataError: naming the file, the label and the declaration.
+    """
+    bad = np.flatnonzero((labels < 0) | (labels >= num_classes))
+    if bad.size:
+        value = int(labels[int(bad[0])])
+        raise DataError(
+            f"{path}: label {value} lies outside the {num_classes} declared classes "
+            f"0..{num_classes - 1}; declare the dataset's class count with --num-classes"
+        )
+
+
+def load_idx_raw(directory: str | Path, *, num_classes: int | None = None) -> RawImages:
     """Load an MNIST-style IDX dataset from a folder.
 
     Requires ``train-images-idx3-ubyte`` and ``train-labels-idx1-ubyte``
     (each optionally ``.gz``); ``t10k-images-idx3-ubyte`` and
     ``t10k-labels-idx1-ubyte`` become the predefined test split if present.
 
+    IDX files do not declare their class set, and the labels present are not a
+    declaration (a class may have no record, and the class set is a public fact of
+    the privacy statement): the caller declares it (``--num-classes``).
+
     Args:
         directory: The folder holding the IDX files (``~`` is expanded).
+        num_classes: The declared class count K; labels must lie in ``0..K-1``.
 
     Returns:
-        ``RawImages`` with ``[N, 1, H, W]`` images and class names equal to
-        the sorted label values as strings.
+        ``RawImages`` with ``[N, 1, H, W]`` images and class names
+        ``"0"`` .. ``str(K-1)``.
 
     Raises:
         DataError: If the folder or a required file is missing, a file is
-            malformed, counts disagree, or the labels are not ``0..K-1``.
+            malformed, counts disagree, no class count is declared, or a label
+            lies outside the declared classes.
     """
     root = Path(directory).expanduser()
     if not root.is_dir():
@@ -207,18 +228,18 @@ def load_idx_raw(directory: str | Path) -> RawImages:
             )
         predefined = (t_images, t_labels)
 
-    all_labels = labels if predefined is None else np.concatenate([labels, predefined[1]])
-    values = np.unique(all_labels)
-    if not np.array_equal(values, np.arange(values.size)):
-        files = str(train_labels) if test_labels is None else f"{train_labels} + {test_labels.name}"
+    if num_classes is None:
         raise DataError(
-            f"{files}: label values {values.tolist()} are not consecutive integers "
-            f"0..{values.size - 1}; renumber the classes as 0..K-1"
+            f"{root}: IDX files do not declare their classes; pass --num-classes K for "
+            "labels 0..K-1 (e.g. --num-classes 10 for MNIST)"
         )
+    _check_declared(labels, num_classes, train_labels)
+    if predefined is not None and test_labels is not None:
+        _check_declared(predefined[1], num_classes, test_labels)
     return RawImages(
         images=images,
         labels=labels,
-        class_names=tuple(str(int(v)) for v in values),
+        class_names=tuple(str(k) for k in range(num_classes)),
         source=str(root),
         predefined_test=predefined,
     )

@@ -7,9 +7,11 @@ Schema read by :func:`load_parquet_raw` and written by :func:`write_parquet`:
 * ``label``: an integer column.
 * Optional schema metadata ``b"raydp_synth.class_names"``: a JSON list of class
   names indexed by label. Without it, Hugging Face ``ClassLabel`` names (schema
-  metadata ``b"huggingface"``) are used if present; otherwise the sorted
-  distinct label values become the classes, named ``str(value)``, and labels
-  are renumbered ``0..K-1`` in that order.
+  metadata ``b"huggingface"``) are used if present. Without either, the file
+  declares no class set and the caller must (``--num-classes K``: labels
+  ``0..K-1``, named ``"0"`` .. ``str(K-1)``). The labels present never define
+  the classes: a declared class may have no row (docs/privacy.md, "What the
+  guarantee assumes public").
 
 Locations are local paths or any URI that :func:`pyarrow.fs.FileSystem.from_uri`
 understands (``file:///...``, ``s3://...``, ``gs://...``); a directory is read
@@ -224,12 +226,15 @@ def _open_dataset(uri: str | Path) -> pa_dataset.Dataset:
     return dataset
 
 
-def load_parquet_raw(uri: str | Path) -> RawImages:
+def load_parquet_raw(uri: str | Path, *, num_classes: int | None = None) -> RawImages:
     """Load images and labels from a Parquet file or directory.
 
     Args:
         uri: Local path or pyarrow filesystem URI of a ``.parquet`` file or a
             directory of them.
+        num_classes: The declared class count, used when the schema declares no
+            class names (a schema declaration takes precedence; the caller
+            checks that the two agree).
 
     Returns:
         ``RawImages`` in row order, grayscale if every image is grayscale
@@ -238,8 +243,8 @@ def load_parquet_raw(uri: str | Path) -> RawImages:
     Raises:
         DataError: If the location is missing or not Parquet, a column is
             missing or mistyped, the table is empty, a row cannot be decoded,
-            a label is out of range for the declared class names, or the
-            images differ in size.
+            no class set is declared, a label is out of range for the declared
+            classes, or the images differ in size.
     """
     text = str(uri)
     dataset = _open_dataset(uri)
@@ -264,18 +269,21 @@ def load_parquet_raw(uri: str | Path) -> RawImages:
     values = _labels(table.column(LABEL_COLUMN), text)
     declared = _class_names_from_metadata(schema.metadata or {}, text)
     if declared is None:
-        distinct = np.unique(values)
-        labels = np.searchsorted(distinct, values).astype(np.int64)
-        class_names = tuple(str(int(v)) for v in distinct)
-    else:
-        bad = np.flatnonzero((values < 0) | (values >= len(declared)))
-        if bad.size:
-            row = int(bad[0])
+        if num_classes is None:
             raise DataError(
-                f"{text}: row {row} has label {int(values[row])} but only {len(declared)} "
-                f"class names are declared; use labels 0..{len(declared) - 1}"
+                f"{text}: the Parquet schema declares no class names "
+                f"({CLASS_NAMES_KEY.decode()} or Hugging Face ClassLabel metadata); "
+                "pass --num-classes K for labels 0..K-1"
             )
-        labels, class_names = values, declared
+        declared = tuple(str(k) for k in range(num_classes))
+    bad = np.flatnonzero((values < 0) | (values >= len(declared)))
+    if bad.size:
+        row = int(bad[0])
+        raise DataError(
+            f"{text}: row {row} has label {int(values[row])} outside the {len(declared)} "
+            f"declared classes; use labels 0..{len(declared) - 1} or declare more classes"
+        )
+    labels, class_names = values, declared
 
     decoded = [
         decode_image(data, origin=f"{text}: row {index}") for index, data in enumerate(encoded)

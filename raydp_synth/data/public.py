@@ -96,7 +96,12 @@ def load_training_data(
         return splits, None
     declared = parse_public_spec(public)
     train = splits.train
-    if declared.dataset == str(parse_dataset_spec(dataset)):
+    public_spec, training_spec = parse_dataset_spec(declared.dataset), parse_dataset_spec(dataset)
+    # The same records, whatever class declaration either spec carries.
+    if public_spec.source == training_spec.source:
+        if public_spec.num_classes not in (None, train.num_classes):
+            raise DataError(f"--public {public} declares {public_spec.num_classes} classes, the "
+                            f"training data {train.num_classes}; declare the class count once")
         if declared.fraction is None:
             raise DataError(f"--public {public} names the training dataset itself (all of it "
                             f"would be public); declare a part with {declared.dataset}:fraction=0.02")
@@ -106,10 +111,6 @@ def load_training_data(
             raise DataError(f"--public {public}: the public part of the {len(train)} training "
                             "records would be " + ("empty" if not mask.any() else "everything")
                             + "; choose another fraction")
-        missing = np.setdiff1d(np.unique(train.labels), np.unique(train.labels[keep]))
-        if missing.size:
-            raise DataError(f"--public {public} leaves class {splits.class_names[int(missing[0])]!r} "
-                            "with no private training record; lower the fraction")
         private = ImageDataset(images=train.images[keep], labels=train.labels[keep],
                                num_classes=train.num_classes, name=train.name)
         records = ImageDataset(images=train.images[mask], labels=train.labels[mask],
@@ -130,7 +131,8 @@ def load_training_data(
 def load_public_records(spec: str, *, like: ImageDataset, flag: str) -> ImageDataset:
     """Every record of a dataset declared public (unsplit, its own test files too),
     resized like ``like``; ``flag`` names the option in errors."""
-    raw = load_raw(parse_dataset_spec(spec))
+    # A public dataset that declares no class set is declared like the training data.
+    raw = load_raw(parse_dataset_spec(spec), default_classes=like.num_classes)
     images, labels = raw.images, raw.labels
     if raw.predefined_test is not None:
         images = np.concatenate([images, raw.predefined_test[0]])

@@ -4,11 +4,22 @@ A spec names a dataset on the command line or in a config file. Only the text
 before the first ``:`` is the kind, so ``parquet:s3://bucket/x.parquet`` keeps
 its URI intact. :func:`load_dataset` turns a spec into ready splits; the
 dataset's name is the canonical spec string.
+
+**The class set is declared, never read off the labels present.** It fixes the
+model's architecture and is a public fact of the privacy statement, so it must
+not depend on which records are in the data (docs/privacy.md, "What the
+guarantee assumes public"). It comes from the dataset's own declaration (the
+digits loader's 10 classes, an image folder's class directories, Parquet schema
+metadata) or from the user: ``--num-classes K`` on the CLIs, written into the
+spec as the suffix ``:classes=K`` (``idx:/data/mnist:classes=10``) so that it
+travels with the dataset wherever the spec goes (a study's trials, ``run.json``,
+the evaluation). Formats that declare nothing (IDX files, Parquet without class
+metadata) need it; a declaration that disagrees with the dataset's own is refused.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from raydp_synth.data.dataset import DatasetSplits, RawImages
 from raydp_synth.data.digits import load_digits_raw
@@ -19,12 +30,24 @@ from raydp_synth.data.splits import split_dataset
 from raydp_synth.data.transforms import default_image_size
 from raydp_synth.errors import DataError
 
-__all__ = ["DATASET_KINDS", "DatasetSpec", "load_dataset", "load_raw", "parse_dataset_spec"]
+__all__ = [
+    "DATASET_KINDS",
+    "DIGITS_CLASSES",
+    "DatasetSpec",
+    "load_dataset",
+    "load_raw",
+    "parse_dataset_spec",
+    "with_num_classes",
+]
 
 DATASET_KINDS = ("digits", "idx", "folder", "parquet")
 """Valid spec kinds; only ``digits`` takes no location."""
 
+DIGITS_CLASSES = 10
+"""The digits loader's known class set: the ten digits."""
+
 _VALID_FORMS = "digits | idx:DIR | folder:DIR | parquet:URI"
+_CLASSES = ":classes="
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,10 +58,13 @@ class DatasetSpec:
         kind: One of ``"digits"``, ``"idx"``, ``"folder"``, ``"parquet"``.
         location: The folder or URI; ``None`` exactly when ``kind`` is
             ``"digits"``.
+        num_classes: The class count the user declared (``--num-classes``,
+            suffix ``:classes=K``), or ``None``: the dataset's own declaration.
     """
 
     kind: str
     location: str | None = None
+    num_classes: int | None = None
 
     def __post_init__(self) -> None:
         """Check the kind and that a location is given exactly when needed.
@@ -58,18 +84,46 @@ class DatasetSpec:
             raise DataError(
                 f"dataset kind {self.kind!r} needs a location; write {self.kind}:{placeholder}"
             )
+        if self.num_classes is not None:
+            _check_num_classes(self.num_classes)
+            if self.kind == "digits" and self.num_classes != DIGITS_CLASSES:
+                raise DataError(
+                    f"dataset 'digits' has {DIGITS_CLASSES} classes, not {self.num_classes}; "
+                    "drop --num-classes"
+                )
+
+    @property
+    def source(self) -> str:
+        """Where the records come from (kind and location, without the class
+        declaration): two specs with the same source name the same records."""
+        return self.kind if self.location is None else f"{self.kind}:{self.location}"
 
     def __str__(self) -> str:
-        """Return the canonical spec string, e.g. ``"idx:/data/mnist"``."""
-        return self.kind if self.location is None else f"{self.kind}:{self.location}"
+        """Return the canonical spec string, e.g. ``"idx:/data/mnist:classes=10"``
+        (``digits`` never shows its known class count)."""
+        if self.num_classes is None or self.kind == "digits":
+            return self.source
+        return f"{self.source}{_CLASSES}{self.num_classes}"
+
+
+def _check_num_classes(value: object) -> int:
+    """A declared class count: an integer >= 1.
+
+    Raises:
+        DataError: otherwise.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DataError(f"--num-classes {value!r} must be a whole number >= 1, e.g. 10")
+    return value
 
 
 def parse_dataset_spec(spec: str) -> DatasetSpec:
     """Parse a spec string.
 
-    Grammar: ``digits`` | ``idx:DIR`` | ``folder:DIR`` | ``parquet:URI``. The
-    kind is case-insensitive and surrounding whitespace is ignored; the
-    location is everything after the first ``:``.
+    Grammar: ``digits`` | ``idx:DIR`` | ``folder:DIR`` | ``parquet:URI``, each
+    optionally followed by ``:classes=K`` (the declared class count). The kind
+    is case-insensitive and surrounding whitespace is ignored; the location is
+    everything after the first ``:`` up to a final ``:classes=K``.
 
     Args:
         spec: The spec string.
@@ -85,6 +139,18 @@ def parse_dataset_spec(spec: str) -> DatasetSpec:
             f"dataset spec must be a string, got {type(spec).__name__}; use one of: {_VALID_FORMS}"
         )
     text = spec.strip()
+    head, sep, count = text.rpartition(_CLASSES)
+    num_classes = None
+    if sep:
+        try:
+            num_classes = int(count)
+        except ValueError:
+            raise DataError(
+                f"dataset spec {spec!r}: classes={count!r} is not a whole number; "
+                "write e.g. idx:DIR:classes=10"
+            ) from None
+        _check_num_classes(num_classes)
+        text = head.strip()
     kind, sep, location = text.partition(":")
     kind = kind.strip().lower()
     if kind not in DATASET_KINDS:
@@ -94,33 +160,80 @@ def parse_dataset_spec(spec: str) -> DatasetSpec:
             raise DataError(
                 f"dataset spec {spec!r}: 'digits' takes no location; write just 'digits'"
             )
-        return DatasetSpec(kind=kind)
+        return DatasetSpec(kind=kind, num_classes=num_classes)
     if not location.strip():
         placeholder = "URI" if kind == "parquet" else "DIR"
         raise DataError(f"dataset spec {spec!r} has no location; write {kind}:{placeholder}")
-    return DatasetSpec(kind=kind, location=location.strip())
+    return DatasetSpec(kind=kind, location=location.strip(), num_classes=num_classes)
 
 
-def load_raw(spec: DatasetSpec) -> RawImages:
-    """Load the decoded images a spec names.
+def with_num_classes(spec: str, num_classes: int | None) -> str:
+    """The spec string with the user's ``--num-classes`` declaration folded in.
+
+    Args:
+        spec: A spec string (may already carry ``:classes=K``).
+        num_classes: ``--num-classes``, or ``None`` (``spec`` is returned as is).
+
+    Raises:
+        DataError: a malformed spec, a count < 1, or a spec that already declares
+            another count.
+    """
+    if num_classes is None:
+        return spec
+    parsed = parse_dataset_spec(spec)
+    _check_num_classes(num_classes)
+    if parsed.num_classes is not None and parsed.num_classes != num_classes:
+        raise DataError(
+            f"--num-classes {num_classes} disagrees with --dataset {spec}; declare the class "
+            "count once"
+        )
+    return str(replace(parsed, num_classes=num_classes))
+
+
+def load_raw(spec: DatasetSpec, *, default_classes: int | None = None) -> RawImages:
+    """Load the decoded images a spec names, with their declared class set.
+
+    The class set is the dataset's own declaration (digits: 10; an image
+    folder's class directories; Parquet class metadata), else the spec's
+    ``:classes=K``, else ``default_classes`` (a caller's declaration for data
+    that must be like other data: public records like the training data, a
+    test split like a released generator). A class may have no record.
 
     Args:
         spec: The parsed spec.
+        default_classes: The class count to use when neither the dataset nor
+            the spec declares one.
 
     Returns:
         The decoded, not yet resized images.
 
     Raises:
-        DataError: If the data cannot be loaded.
+        DataError: If the data cannot be loaded, declares no class set and none
+            is given, a label lies outside the declared classes, or the spec's
+            declaration disagrees with the dataset's own.
     """
-    if spec.kind == "digits":
-        return load_digits_raw()
+    declared = spec.num_classes if spec.num_classes is not None else default_classes
     location = spec.location if spec.location is not None else ""
-    if spec.kind == "idx":
-        return load_idx_raw(location)
-    if spec.kind == "folder":
-        return load_folder_raw(location)
-    return load_parquet_raw(location)
+    if spec.kind == "digits":
+        raw = load_digits_raw()
+    elif spec.kind == "idx":
+        raw = load_idx_raw(location, num_classes=declared)
+    elif spec.kind == "folder":
+        raw = load_folder_raw(location)
+    else:
+        raw = load_parquet_raw(location, num_classes=declared)
+    if spec.num_classes is not None and len(raw.class_names) != spec.num_classes:
+        raise DataError(
+            f"{raw.source}: the dataset declares {len(raw.class_names)} classes "
+            f"({_preview(raw.class_names)}) but {spec.num_classes} were declared with "
+            "--num-classes; drop --num-classes or make the two agree"
+        )
+    return raw
+
+
+def _preview(names: tuple[str, ...], limit: int = 5) -> str:
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown + (", ..." if len(names) > limit else "")
 
 
 def load_dataset(
@@ -129,6 +242,7 @@ def load_dataset(
     image_size: int | None = None,
     seed: int = 0,
     public: bool = False,
+    default_classes: int | None = None,
 ) -> DatasetSplits:
     """Load, split, resize and scale the dataset a spec names.
 
@@ -139,6 +253,8 @@ def load_dataset(
             source's native size (8x8 digits -> 16, 28x28 MNIST -> 32).
         seed: Seed of the deterministic split.
         public: Whether the user declared the dataset public.
+        default_classes: The class count for a dataset that declares none (see
+            :func:`load_raw`).
 
     Returns:
         Train/validation/test splits named after the canonical spec string.
@@ -147,6 +263,6 @@ def load_dataset(
         DataError: If the spec is invalid or the data cannot be loaded or split.
     """
     parsed = spec if isinstance(spec, DatasetSpec) else parse_dataset_spec(spec)
-    raw = load_raw(parsed)
+    raw = load_raw(parsed, default_classes=default_classes)
     size = default_image_size(raw.native_size) if image_size is None else image_size
     return split_dataset(raw, image_size=size, seed=seed, public=public, name=str(parsed))

@@ -21,9 +21,11 @@ mechanism that is DP on a split is DP with respect to ``D``. (A seeded
 permutation of the record indices would not do: adding one record reshuffles
 it and moves hundreds of records between splits.) The price is that split
 sizes are Binomial rather than fixed; they are treated as public, as the
-sampling rate ``q = B / n`` of DP-SGD already does. Identical duplicate
+sampling rate ``q = B / n`` of DP-SGD already does (the release states them:
+docs/privacy.md, "What the guarantee assumes public"). Identical duplicate
 records land in the same split, which is fine: a neighbour differs in one
-record.
+record. Classes are the declared ones (``raw.class_names``); a class with no
+record in a split is valid.
 """
 
 from __future__ import annotations
@@ -189,8 +191,8 @@ def split_dataset(
 
     Raises:
         DataError: If the dataset is empty, a fraction or the image size is
-            invalid, the fractions leave nothing for training, any split is
-            empty, or a class has no training samples.
+            invalid, the fractions leave nothing for training, or any split is
+            empty. A declared class without records is valid in every split.
     """
     source = raw.source
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -232,15 +234,10 @@ def split_dataset(
             "lower val_fraction/test_fraction"
         )
 
+    # A declared class may have no record in any split: the class set is declared
+    # (public), not read off the labels, and refusing an empty class would make
+    # whether a run happens depend on the data.
     train_labels = raw.labels[train_idx]
-    counts = np.bincount(train_labels, minlength=len(raw.class_names))
-    missing = np.flatnonzero(counts == 0)
-    if missing.size:
-        cls = raw.class_names[int(missing[0])]
-        raise DataError(
-            f"{source}: class {cls!r} has no training samples after the split; "
-            f"add more samples of class {cls!r} or merge it with another class"
-        )
 
     def make(images: np.ndarray, labels: np.ndarray) -> ImageDataset:
         return _make_split(

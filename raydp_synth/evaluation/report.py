@@ -157,12 +157,17 @@ def evaluate_run(
     generator = TrainedGenerator.from_release(run_dir / "release")
     size = generator.data.image_size
     if splits is None:
+        # A dataset that declares no class set is declared like the generator's.
         splits = load_dataset(dataset or run["dataset"], image_size=size,
-                              seed=int(run.get("seed", 0)))
+                              seed=int(run.get("seed", 0)),
+                              default_classes=generator.data.num_classes)
     test = splits.test
     if test.image_shape != (generator.data.channels, size, size):
         raise ConfigError(f"the dataset's images are {test.image_shape}, the generator's "
                           f"{(generator.data.channels, size, size)}; pass the run's --dataset")
+    if test.num_classes != generator.data.num_classes:
+        raise ConfigError(f"the dataset declares {test.num_classes} classes, the generator "
+                          f"{generator.data.num_classes}; pass the run's --dataset")
     if public_reference is not None:
         reference = load_public_records(public_reference, like=test,
                                         flag=f"--public-reference {public_reference}")

@@ -104,11 +104,20 @@ def test_no_class_subfolders(tmp_path: Path) -> None:
     message_of(e)
 
 
-def test_empty_class_folder(tmp_path: Path) -> None:
+def test_empty_class_folder_is_a_declared_class(tmp_path: Path) -> None:
     write_png(tmp_path / "cat" / "1.png", _gray(1))
     (tmp_path / "dog").mkdir()
     (tmp_path / "dog" / ".hidden.png").write_bytes(b"")
-    with pytest.raises(DataError, match=r"dog: class folder 'dog' contains no images") as e:
+    write_png(tmp_path / "eel" / "1.png", _gray(2))
+    raw = load_folder_raw(tmp_path)
+    assert raw.class_names == ("cat", "dog", "eel")
+    assert raw.labels.tolist() == [0, 2]
+
+
+def test_every_class_folder_empty(tmp_path: Path) -> None:
+    (tmp_path / "cat").mkdir()
+    (tmp_path / "dog").mkdir()
+    with pytest.raises(DataError, match=r"none of the 2 class folders contains an image") as e:
         load_folder_raw(tmp_path)
     message_of(e)
 

@@ -18,7 +18,7 @@ from .helpers import IMAGES_MAGIC, idx_bytes, message_of, random_digits, write_i
 @pytest.mark.parametrize("gz", [True, False], ids=["gzip", "raw"])
 def test_idx_round_trip_with_t10k_test_split(tmp_path: Path, gz: bool) -> None:
     written = write_mnist_dir(tmp_path / "mnist", n_train=30, n_test=12, gz=gz)
-    raw = load_idx_raw(tmp_path / "mnist")
+    raw = load_idx_raw(tmp_path / "mnist", num_classes=3)
     assert raw.images.shape == (30, 1, 5, 6)
     assert np.array_equal(raw.images[:, 0], written["train_images"])
     assert np.array_equal(raw.labels, written["train_labels"].astype(np.int64))
@@ -29,7 +29,7 @@ def test_idx_round_trip_with_t10k_test_split(tmp_path: Path, gz: bool) -> None:
     assert np.array_equal(test_images[:, 0], written["test_images"])
     assert np.array_equal(test_labels, written["test_labels"])
 
-    splits = load_dataset(f"idx:{tmp_path / 'mnist'}")
+    splits = load_dataset(f"idx:{tmp_path / 'mnist'}:classes=3")
     assert len(splits.test) == 12
     assert len(splits.train) + len(splits.val) == 30
     assert len(splits.val) >= 1  # Binomial(30, 0.1): each record in val with probability 0.1
@@ -39,9 +39,9 @@ def test_idx_round_trip_with_t10k_test_split(tmp_path: Path, gz: bool) -> None:
 
 def test_idx_without_t10k_splits_the_training_files(tmp_path: Path) -> None:
     write_mnist_dir(tmp_path, n_train=40, n_test=None)
-    raw = load_idx_raw(tmp_path)
+    raw = load_idx_raw(tmp_path, num_classes=3)
     assert raw.predefined_test is None
-    splits = load_dataset(f"idx:{tmp_path}")
+    splits = load_dataset(f"idx:{tmp_path}:classes=3")
     sizes = [len(splits.train), len(splits.val), len(splits.test)]
     assert sum(sizes) == 40 and min(sizes) >= 1  # val/test sizes are Binomial(40, 0.1)
 
@@ -49,13 +49,13 @@ def test_idx_without_t10k_splits_the_training_files(tmp_path: Path) -> None:
 def test_idx_prefers_uncompressed_file_when_both_exist(tmp_path: Path) -> None:
     written = write_mnist_dir(tmp_path, n_test=None, gz=False)
     (tmp_path / "train-images-idx3-ubyte.gz").write_bytes(b"not gzip at all")
-    raw = load_idx_raw(tmp_path)
+    raw = load_idx_raw(tmp_path, num_classes=3)
     assert np.array_equal(raw.images[:, 0], written["train_images"])
 
 
 def test_idx_28x28_defaults_to_32(tmp_path: Path) -> None:
     write_mnist_dir(tmp_path, n_train=20, n_test=10, height=28, width=28)
-    splits = load_dataset(f"idx:{tmp_path}")
+    splits = load_dataset(f"idx:{tmp_path}:classes=3")
     assert splits.train.image_shape == (1, 32, 32)
     assert splits.test.images.min() >= -1.0 and splits.test.images.max() <= 1.0
 
@@ -158,13 +158,38 @@ def test_corrupt_gzip(tmp_path: Path, payload: bytes | None) -> None:
     message_of(e)
 
 
-def test_labels_must_be_consecutive(tmp_path: Path) -> None:
+def test_the_class_set_is_declared_not_read_off_the_labels(tmp_path: Path) -> None:
     images, _ = random_digits(6)
     write_idx(tmp_path / "train-images-idx3-ubyte", images)
     write_idx(tmp_path / "train-labels-idx1-ubyte", np.array([0, 2, 0, 2, 5, 5]))
-    with pytest.raises(DataError, match=r"train-labels-idx1-ubyte: label values \[0, 2, 5\]") as e:
+    # Classes 1, 3 and 4 have no record: declared, they are classes all the same.
+    raw = load_idx_raw(tmp_path, num_classes=6)
+    assert raw.class_names == ("0", "1", "2", "3", "4", "5")
+    assert raw.labels.tolist() == [0, 2, 0, 2, 5, 5]
+    # IDX files declare nothing: the caller must.
+    with pytest.raises(DataError, match=r"IDX files do not declare their classes") as e:
         load_idx_raw(tmp_path)
-    assert "0..K-1" in message_of(e)
+    assert "--num-classes" in message_of(e)
+
+
+def test_label_outside_the_declared_classes(tmp_path: Path) -> None:
+    images, _ = random_digits(6)
+    write_idx(tmp_path / "train-images-idx3-ubyte", images)
+    write_idx(tmp_path / "train-labels-idx1-ubyte", np.array([0, 2, 0, 2, 5, 5]))
+    with pytest.raises(DataError, match=r"train-labels-idx1-ubyte: label 5 lies outside the 5 "
+                       r"declared classes 0\.\.4") as e:
+        load_idx_raw(tmp_path, num_classes=5)
+    message_of(e)
+
+
+def test_test_label_outside_the_declared_classes(tmp_path: Path) -> None:
+    write_mnist_dir(tmp_path, n_test=None)
+    test_images, _ = random_digits(4)
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", test_images)
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", np.array([0, 1, 2, 3]))
+    with pytest.raises(DataError, match=r"t10k-labels-idx1-ubyte: label 3 lies outside") as e:
+        load_idx_raw(tmp_path, num_classes=3)
+    message_of(e)
 
 
 def test_test_images_of_other_size(tmp_path: Path) -> None:
@@ -194,7 +219,7 @@ def test_idx_round_trip_random_shapes(tmp_path: Path, case: int) -> None:
     suffix = ".gz" if case % 2 else ""
     write_idx(tmp_path / f"train-images-idx3-ubyte{suffix}", images)
     write_idx(tmp_path / f"train-labels-idx1-ubyte{suffix}", labels)
-    raw = load_idx_raw(tmp_path)
+    raw = load_idx_raw(tmp_path, num_classes=classes)
     assert np.array_equal(raw.images[:, 0], images)
     assert np.array_equal(raw.labels, labels)
     assert raw.class_names == tuple(str(c) for c in range(classes))

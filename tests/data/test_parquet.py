@@ -120,13 +120,27 @@ def test_hugging_face_struct_column_with_class_label_names(tmp_path: Path) -> No
     assert raw.labels.tolist() == [0, 1, 2, 1]
 
 
-def test_labels_without_names_become_string_classes(tmp_path: Path) -> None:
+def test_without_class_metadata_the_class_count_is_declared(tmp_path: Path) -> None:
     pixels = [np.zeros((4, 4, 3), dtype=np.uint8) + i for i in range(4)]
     pq.write_table(_hf_table(pixels, [7, 3, 7, 3], names=None), tmp_path / "plain.parquet")
-    raw = load_parquet_raw(tmp_path / "plain.parquet")
-    assert raw.class_names == ("3", "7")
-    assert raw.labels.tolist() == [1, 0, 1, 0]
+    # The labels present (3 and 7) are not a declaration of the class set.
+    with pytest.raises(DataError, match=r"plain\.parquet: the Parquet schema declares no class "
+                       r"names") as e:
+        load_parquet_raw(tmp_path / "plain.parquet")
+    assert "--num-classes" in message_of(e)
+    raw = load_parquet_raw(tmp_path / "plain.parquet", num_classes=10)
+    assert raw.class_names == tuple(str(k) for k in range(10))
+    assert raw.labels.tolist() == [7, 3, 7, 3]  # not renumbered
     assert raw.images.shape == (4, 3, 4, 4)
+    with pytest.raises(DataError, match=r"row 0 has label 7 outside the 5 declared classes") as e:
+        load_parquet_raw(tmp_path / "plain.parquet", num_classes=5)
+    message_of(e)
+
+
+def test_schema_declaration_takes_precedence(tmp_path: Path) -> None:
+    path = tmp_path / "x.parquet"
+    write_parquet(path, _images(4, 1), np.array([0, 1, 0, 1]), ["a", "b", "c"])
+    assert load_parquet_raw(path, num_classes=7).class_names == ("a", "b", "c")
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -164,7 +178,7 @@ def test_undecodable_bytes_name_the_row(tmp_path: Path) -> None:
     table = pa.table({"image": [good, good, b"garbage", good], "label": [0, 1, 0, 1]})
     pq.write_table(table, tmp_path / "t.parquet")
     with pytest.raises(DataError, match=r"t\.parquet: row 2: cannot decode image") as e:
-        load_parquet_raw(tmp_path / "t.parquet")
+        load_parquet_raw(tmp_path / "t.parquet", num_classes=2)
     message_of(e)
 
 
@@ -199,7 +213,7 @@ def test_label_outside_declared_class_names(tmp_path: Path) -> None:
     table = pq.read_table(path)
     table = table.set_column(1, "label", pa.array([0, 1, 5], pa.int64()))
     pq.write_table(table, path)
-    with pytest.raises(DataError, match=r"t\.parquet: row 2 has label 5 but only 2 class") as e:
+    with pytest.raises(DataError, match=r"t\.parquet: row 2 has label 5 outside the 2 declared") as e:
         load_parquet_raw(path)
     message_of(e)
 

@@ -90,3 +90,38 @@ def test_another_dataset_is_public_whole_or_by_fraction(tmp_path: Path) -> None:
     assert len(splits.train) == len(load_dataset("digits").train)
     _, part = load_training_data("digits", public=f"folder:{tmp_path}:fraction=0.5")
     assert 0 < len(part) < 40
+
+
+def test_a_class_declaration_does_not_change_which_dataset_is_the_training_one(
+    tmp_path: Path,
+) -> None:
+    """``--public folder:D:fraction=F`` on training data ``folder:D:classes=2`` is a
+    part of the training data (taken out of its split), not another dataset."""
+    root = _folder(tmp_path / "a", 80)
+    plain, _ = load_training_data(f"folder:{root}", public=None)
+    splits, public = load_training_data(f"folder:{root}:classes=2",
+                                        public=f"folder:{root}:fraction=0.3")
+    assert public is not None and len(public) + len(splits.train) == len(plain.train)
+    assert _rows(public.images).isdisjoint(_rows(splits.train.images))
+    with pytest.raises(DataError, match="declares 3 classes, the training data 2"):
+        load_training_data(f"folder:{root}", public=f"folder:{root}:classes=3:fraction=0.3")
+
+
+def test_public_idx_data_is_declared_like_the_training_data(tmp_path: Path) -> None:
+    """IDX files declare no classes: public ones take the training data's class set."""
+    from .helpers import write_mnist_dir
+
+    write_mnist_dir(tmp_path / "idx", n_train=30, n_test=None, height=8, width=8)
+    _, public = load_training_data("digits", public=f"idx:{tmp_path / 'idx'}")
+    assert public is not None and public.num_classes == 10 and len(public) == 30
+
+
+def test_a_fraction_may_leave_a_declared_class_without_private_records(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    for i in range(60):
+        write_png(tmp_path / "common" / f"{i:02d}.png", rng.integers(0, 256, (8, 8), dtype=np.uint8))
+    write_png(tmp_path / "rare" / "only.png", rng.integers(0, 256, (8, 8), dtype=np.uint8))
+    for fraction in (0.2, 0.5, 0.8):
+        splits, public = load_training_data(f"folder:{tmp_path}",
+                                            public=f"folder:{tmp_path}:fraction={fraction}")
+        assert splits.class_names == ("common", "rare") and splits.train.num_classes == 2

@@ -15,6 +15,7 @@ from raydp_synth.data import (
     parse_dataset_spec,
     write_parquet,
 )
+from raydp_synth.data.spec import with_num_classes
 from raydp_synth.errors import DataError
 
 from .helpers import message_of, write_mnist_dir, write_png
@@ -95,7 +96,8 @@ def test_load_raw_dispatches_every_kind(tmp_path: Path) -> None:
     write_png(tmp_path / "folder" / "a" / "1.png", np.zeros((3, 3), np.uint8))
     write_parquet(tmp_path / "p.parquet", np.zeros((2, 3, 4, 4), np.uint8), np.array([0, 0]), ["z"])
     assert load_raw(parse_dataset_spec("digits")).images.shape == (1797, 1, 8, 8)
-    assert load_raw(parse_dataset_spec(f"idx:{tmp_path / 'idx'}")).images.shape == (30, 1, 5, 6)
+    assert load_raw(parse_dataset_spec(f"idx:{tmp_path / 'idx'}:classes=3")).images.shape == (
+        30, 1, 5, 6)
     assert load_raw(parse_dataset_spec(f"folder:{tmp_path / 'folder'}")).class_names == ("a",)
     assert load_raw(parse_dataset_spec(f"parquet:{tmp_path / 'p.parquet'}")).images.shape == (
         2,
@@ -117,7 +119,7 @@ def test_load_dataset_options() -> None:
 
 def test_load_dataset_names_dataset_after_spec(tmp_path: Path) -> None:
     write_mnist_dir(tmp_path, n_test=10)
-    text = f"idx:{tmp_path}"
+    text = f"idx:{tmp_path}:classes=3"
     splits = load_dataset(text)
     assert {splits.train.name, splits.val.name, splits.test.name} == {text}
 
@@ -126,3 +128,66 @@ def test_load_dataset_missing_location_names_it(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"absent: image folder does not exist") as e:
         load_dataset(f"folder:{tmp_path / 'absent'}")
     message_of(e)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "location", "classes", "canonical"),
+    [
+        ("idx:/data/mnist:classes=10", "idx", "/data/mnist", 10, "idx:/data/mnist:classes=10"),
+        ("parquet:s3://b/x.parquet:classes=3", "parquet", "s3://b/x.parquet", 3,
+         "parquet:s3://b/x.parquet:classes=3"),
+        ("digits:classes=10", "digits", None, 10, "digits"),
+        ("folder:d", "folder", "d", None, "folder:d"),
+    ],
+)
+def test_spec_carries_a_class_declaration(
+    text: str, kind: str, location: str | None, classes: int | None, canonical: str
+) -> None:
+    spec = parse_dataset_spec(text)
+    assert (spec.kind, spec.location, spec.num_classes) == (kind, location, classes)
+    assert str(spec) == canonical
+    assert spec.source == (kind if location is None else f"{kind}:{location}")
+    assert parse_dataset_spec(str(spec)).source == spec.source
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("idx:/d:classes=ten", "classes='ten' is not a whole number"),
+        ("idx:/d:classes=0", "--num-classes 0 must be a whole number >= 1"),
+        ("digits:classes=5", "'digits' has 10 classes, not 5"),
+        (":classes=3", "unknown dataset spec"),
+    ],
+)
+def test_bad_class_declarations(text: str, pattern: str) -> None:
+    with pytest.raises(DataError, match=pattern) as e:
+        parse_dataset_spec(text)
+    message_of(e)
+
+
+def test_with_num_classes_folds_the_option_into_the_spec() -> None:
+    assert with_num_classes("idx:/d", None) == "idx:/d"
+    assert with_num_classes("idx:/d", 10) == "idx:/d:classes=10"
+    assert with_num_classes("idx:/d:classes=10", 10) == "idx:/d:classes=10"
+    assert with_num_classes("digits", 10) == "digits"
+    with pytest.raises(DataError, match="--num-classes 4 disagrees with --dataset idx:/d:classes=10"):
+        with_num_classes("idx:/d:classes=10", 4)
+    with pytest.raises(DataError, match="'digits' has 10 classes, not 4"):
+        with_num_classes("digits", 4)
+
+
+def test_a_declaration_must_agree_with_the_datasets_own(tmp_path: Path) -> None:
+    write_png(tmp_path / "a" / "1.png", np.zeros((3, 3), np.uint8))
+    (tmp_path / "b").mkdir()
+    assert load_raw(parse_dataset_spec(f"folder:{tmp_path}:classes=2")).class_names == ("a", "b")
+    with pytest.raises(DataError, match=r"the dataset declares 2 classes \('a', 'b'\) but 3 were "
+                       "declared with --num-classes") as e:
+        load_raw(parse_dataset_spec(f"folder:{tmp_path}:classes=3"))
+    message_of(e)
+
+
+def test_default_classes_only_for_data_that_declares_none(tmp_path: Path) -> None:
+    write_mnist_dir(tmp_path / "idx", n_test=None)
+    assert len(load_raw(parse_dataset_spec(f"idx:{tmp_path / 'idx'}"),
+                        default_classes=4).class_names) == 4
+    assert len(load_raw(parse_dataset_spec("digits"), default_classes=4).class_names) == 10

@@ -276,19 +276,23 @@ def test_empty_dataset() -> None:
     message_of(e)
 
 
-def test_class_without_training_samples() -> None:
+def test_declared_class_without_records_is_valid() -> None:
+    # The class set is declared, not read off the labels: a class with no record
+    # anywhere is kept (same class count in every split, labels untouched).
     raw = RawImages(
         images=_tagged(30).images,
         labels=np.arange(30, dtype=np.int64) % 2,
         class_names=("a", "b", "rare"),
         source="src",
     )
-    with pytest.raises(DataError, match="src: class 'rare' has no training samples") as e:
-        split_dataset(raw, image_size=2, name="x")
-    assert "add more samples of class 'rare' or merge it" in message_of(e)
+    splits = split_dataset(raw, image_size=2, name="x")
+    assert splits.class_names == ("a", "b", "rare")
+    assert {splits.train.num_classes, splits.val.num_classes, splits.test.num_classes} == {3}
+    assert sum(map(len, (splits.train, splits.val, splits.test))) == 30
+    assert 2 not in splits.train.labels
 
 
-def test_class_only_in_predefined_test() -> None:
+def test_class_only_in_predefined_test_is_valid() -> None:
     raw = RawImages(
         images=_tagged(30).images,
         labels=np.zeros(30, dtype=np.int64),
@@ -296,8 +300,9 @@ def test_class_only_in_predefined_test() -> None:
         source="idx-dir",
         predefined_test=(np.zeros((3, 1, 2, 2), np.uint8), np.array([0, 1, 1], np.int64)),
     )
-    with pytest.raises(DataError, match="idx-dir: class '1' has no training samples"):
-        split_dataset(raw, image_size=2, name="x")
+    splits = split_dataset(raw, image_size=2, name="x")
+    assert set(splits.train.labels.tolist()) == {0}
+    assert splits.test.labels.tolist() == [0, 1, 1]
 
 
 # Seed 0 puts the tagged images 0..3 at u = 0.003, 0.277, 0.588, 0.187; the
