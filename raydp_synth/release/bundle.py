@@ -1,25 +1,63 @@
 """Writing ``release/``: generator weights and config, samples.png,
-synthetic.parquet and privacy.json (design.md 8).
+synthetic.parquet and privacy.json.
 
 Everything here is computed from the trained generator (a DP release, by
 post-processing) and from public quantities: the plan and the class names.
+
+Every ``privacy.json`` lists the facts the guarantee treats as public
+(:func:`public_facts`: n, the class set, the image size and channels, the declared
+public data, the validation split size the score divides by) and names the
+neighbouring relation (:data:`NEIGHBOURING_RELATION`): add or remove one record
+with those facts held fixed as inputs of the mechanism, which, n being published,
+is the zero-out relation. docs/privacy.md, "What the guarantee assumes public".
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from PIL import Image
 
 from raydp_synth.data import write_parquet
+from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.release.generator import GENERATOR_CONFIG, GENERATOR_WEIGHTS, TrainedGenerator
 
-__all__ = ["privacy_statement", "public_data_note", "sample_grid", "write_release"]
+if TYPE_CHECKING:
+    from raydp_synth.methods import DataInfo
+
+__all__ = [
+    "DEFAULT_SYNTHETIC_SAMPLES",
+    "NEIGHBOURING_RELATION",
+    "privacy_statement",
+    "public_data_note",
+    "public_facts",
+    "sample_grid",
+    "validate_synthetic_samples",
+    "write_release",
+]
+
+#: Rows of ``synthetic.parquet`` unless the user chooses (``--synthetic-samples``):
+#: a fixed number, not n (the size of a release is the user's choice, not a
+#: function of the data).
+DEFAULT_SYNTHETIC_SAMPLES = 10_000
+
+#: The neighbouring relation of every raydp_synth guarantee.
+NEIGHBOURING_RELATION: dict[str, str] = {
+    "relation": "add or remove one record (an image and its label), with the public facts "
+                "(public_facts) held fixed as inputs of the mechanism",
+    "dp_accounting": "NeighboringRelation.REPLACE_SPECIAL",
+    "note": "n is published (the plan's sample rates q = B/n and step counts), so a "
+            "neighbouring dataset keeps n: one record is replaced by a null record that "
+            "contributes nothing to any mechanism (the zero-out relation). For the "
+            "Poisson-subsampled and one-shot Gaussian mechanisms of a plan, dp-accounting's "
+            "RdpAccountant gives the same epsilon under REPLACE_SPECIAL as under "
+            "ADD_OR_REMOVE_ONE, the relation it prices with",
+}
 
 
 def _to_uint8(images: torch.Tensor) -> np.ndarray:
@@ -39,15 +77,75 @@ def sample_grid(images: np.ndarray, *, rows: int, scale: int = 2, pad: int = 2) 
     return img.resize((img.width * scale, img.height * scale), Image.NEAREST)
 
 
+def validate_synthetic_samples(count: int) -> None:
+    """``--synthetic-samples``: at least one row.
+
+    Raises:
+        ConfigError: naming the flag.
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ConfigError(f"--synthetic-samples {count} must be a whole number >= 1, "
+                          f"e.g. {DEFAULT_SYNTHETIC_SAMPLES}")
+
+
+def public_facts(
+    data: DataInfo,
+    class_names: tuple[str, ...] | list[str],
+    *,
+    public: str | None = None,
+    validation_records: int | None = None,
+    public_validation: str | None = None,
+) -> dict[str, Any]:
+    """What the guarantee treats as public: fixed inputs of the mechanism, which
+    neighbouring datasets share and which the release may reveal.
+
+    Args:
+        data: the public facts of the training split the plan was made for.
+        class_names: the declared class set (never the labels present).
+        public: the ``--public`` declaration, or None.
+        validation_records: the size of the private validation split that the
+            selection score's noisy count is divided by (public arithmetic); None
+            when the score is not a private release or the caller does not know it.
+        public_validation: the dataset declared public that the score used instead.
+    """
+    facts: dict[str, Any] = {
+        "num_records": data.num_records,
+        "classes": {"count": data.num_classes, "names": list(class_names)},
+        "image_size": data.image_size,
+        "channels": data.channels,
+        "public_data": ({"declared": public, "records": data.public_records}
+                        if public is not None else None),
+    }
+    if public_validation is not None:
+        facts["score_validation"] = {"declared_public": public_validation}
+    elif validation_records is not None:
+        facts["score_validation"] = {"records": validation_records}
+    facts["note"] = (
+        "held fixed between neighbouring datasets and not hidden by the guarantee: n "
+        "through q = B/n (sample rates, step counts), the class set (declared, never read "
+        "off the labels; it fixes the architecture; a class may have no record), the image "
+        "size and channels, the data declared public, and the validation split size the "
+        "selection score divides by"
+    )
+    return facts
+
+
 def privacy_statement(
-    plan: PrivacyPlan, *, scope: str, dataset: str, public: str | None = None
+    plan: PrivacyPlan,
+    *,
+    scope: str,
+    dataset: str,
+    public: str | None = None,
+    facts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON privacy statement of a plan, epsilon computed by dp-accounting.
 
     A non-private reference plan (no noise) gets ``epsilon: null`` and
     ``private: false``: it is a measurement of what privacy costs, not a release.
     ``public`` names the data the curator declared public (``--public``): it was
-    used without noise and the guarantee does not cover it.
+    used without noise and the guarantee does not cover it. ``facts``:
+    :func:`public_facts` of the run (:func:`write_release` fills them in from the
+    generator when absent).
     """
     statement: dict[str, Any] = {
         "epsilon": plan.epsilon() if plan.private else None,
@@ -55,11 +153,13 @@ def privacy_statement(
         "target_epsilon": plan.target_epsilon if plan.private else None,
         "private": plan.private,
         "accountant": "dp_accounting.rdp.RdpAccountant (default orders)",
-        "neighbouring_relation": "add or remove one record",
+        "neighbouring_relation": dict(NEIGHBOURING_RELATION),
         "dataset": dataset,
         "scope": scope,
         "plan": plan.to_dict(),
     }
+    if facts is not None:
+        statement["public_facts"] = facts
     if public is not None:
         statement["public_data"] = public_data_note(public)
     if not plan.private:
@@ -92,12 +192,24 @@ def write_release(
 ) -> None:
     """Write the bundle into ``release_dir`` (created if missing).
 
+    ``privacy.json`` always names :data:`NEIGHBOURING_RELATION` and lists the
+    public facts: the statement's own ``public_facts``, else those the generator
+    was built for (n, the class set, the image size and channels) and the
+    statement's ``public_data`` declaration.
+
     Args:
         generator: the trained generator (a DP release) and its public config.
         statement: :func:`privacy_statement` of the run or study.
-        num_synthetic: size of ``synthetic.parquet`` (labels balanced).
+        num_synthetic: size of ``synthetic.parquet`` (labels balanced): the
+            user's choice (``--synthetic-samples``), never n.
         seed: public seed of the latents.
     """
+    validate_synthetic_samples(num_synthetic)
+    statement = {**statement, "neighbouring_relation": dict(NEIGHBOURING_RELATION)}
+    if "public_facts" not in statement:
+        declared = (statement.get("public_data") or {}).get("declared")
+        statement["public_facts"] = public_facts(generator.data, generator.class_names,
+                                                 public=declared)
     release_dir.mkdir(parents=True, exist_ok=True)
     k = generator.data.num_classes
     grid_labels = torch.arange(k).repeat_interleave(samples_per_class)

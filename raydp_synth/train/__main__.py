@@ -24,6 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
     parser.add_argument("--dataset", default="digits",
                         help="digits (default, embedded) | idx:DIR | folder:DIR | parquet:URI")
+    parser.add_argument("--num-classes", type=int, default=None, metavar="K",
+                        help="the dataset's class count, labels 0..K-1 (needed for IDX files "
+                        "and Parquet without class metadata; must agree with a dataset's own "
+                        "declaration); a class may have no record")
+    parser.add_argument("--synthetic-samples", type=int, default=None, metavar="N",
+                        help="rows of release/synthetic.parquet (default 10000)")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="method setting, repeatable (e.g. --set mu=8 --set layer_split=C2-C1-x)")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/METHOD-TIME)")
@@ -53,17 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from raydp_synth.data.spec import with_num_classes
     from raydp_synth.train.driver import TrainRequest, run_training
 
     out = args.out or Path("runs") / f"{args.method}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_training(TrainRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, out=out,
-        dataset=args.dataset, settings=parse_settings(args.settings), workers=args.workers,
+        dataset=with_num_classes(args.dataset, args.num_classes),
+        settings=parse_settings(args.settings), workers=args.workers,
         use_gpu=args.use_gpu, seed=args.seed, dp_seed=args.dp_seed,
         public=args.public, public_validation=args.public_validation, non_private=args.non_private,
         evaluate=not args.no_eval,
         **({"score_share": args.score_share} if args.score_share is not None else {}),
         **({"score_classifier": args.score_classifier} if args.score_classifier else {}),
+        **({"synthetic_samples": args.synthetic_samples}
+           if args.synthetic_samples is not None else {}),
     ))
     return 0
 

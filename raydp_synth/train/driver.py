@@ -44,6 +44,11 @@ from raydp_synth.methods.base import config_to_dict
 from raydp_synth.privacy.accounting import validate_budget, validate_delta
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.release import TrainedGenerator, privacy_statement, write_release
+from raydp_synth.release.bundle import (
+    DEFAULT_SYNTHETIC_SAMPLES,
+    public_facts,
+    validate_synthetic_samples,
+)
 from raydp_synth.train.context import derived_seed
 from raydp_synth.train.worker import CHECKPOINT_METRICS, CHECKPOINT_STATE, train_loop_per_worker
 
@@ -86,6 +91,8 @@ class TrainRequest:
         non_private: a non-private reference run of the same model (no noise,
             epsilon = inf; the release says NOT PRIVATE). ``epsilon`` is ignored.
         evaluate: run the curator's evaluation (CAS, FID, IS, curve) at the end.
+        synthetic_samples: rows of the release's ``synthetic.parquet`` (the
+            user's choice; never n).
     """
 
     method: str
@@ -104,9 +111,11 @@ class TrainRequest:
     public_validation: str | None = None
     non_private: bool = False
     evaluate: bool = True
+    synthetic_samples: int = DEFAULT_SYNTHETIC_SAMPLES
 
     def __post_init__(self) -> None:
         validate_score_settings(self.score_share, self.score_classifier)
+        validate_synthetic_samples(self.synthetic_samples)
         validate_budget(None if self.non_private else self.epsilon, self.delta)
         if self.workers < 1:
             raise ConfigError(f"--workers {self.workers} must be >= 1")
@@ -340,9 +349,13 @@ def _run_training(request: TrainRequest) -> RunResult:
     )
     (out / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
     scope = "one training run and its selection score (no hyperparameter search)"
-    statement = privacy_statement(plan, scope=scope, dataset=request.dataset, public=declared)
+    facts = public_facts(data, splits.class_names, public=declared,
+                         validation_records=None if score_split.public else len(score_split),
+                         public_validation=request.public_validation)
+    statement = privacy_statement(plan, scope=scope, dataset=request.dataset, public=declared,
+                                  facts=facts)
     write_release(out / "release", generator=generator, statement=statement,
-                  num_synthetic=data.num_records, seed=request.seed)
+                  num_synthetic=request.synthetic_samples, seed=request.seed)
     epsilon = statement["epsilon"]
     print(f"[raydp_synth] trained in {time.monotonic() - start:.0f}s; release written to "
           f"{out / 'release'} ("

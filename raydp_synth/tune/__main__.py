@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
     parser.add_argument("--dataset", default="digits",
                         help="digits (default, embedded) | idx:DIR | folder:DIR | parquet:URI")
+    parser.add_argument("--num-classes", type=int, default=None, metavar="K",
+                        help="the dataset's class count, labels 0..K-1 (needed for IDX files "
+                        "and Parquet without class metadata; must agree with a dataset's own "
+                        "declaration); a class may have no record")
     parser.add_argument("--storage", type=Path, default=Path("studies"),
                         help="parent folder of study directories (default ./studies)")
     parser.add_argument("--name", default=None, help="study name (default METHOD-TIME)")
@@ -65,14 +69,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from raydp_synth.data.spec import with_num_classes
     from raydp_synth.tune.study import StudyRequest, run_study
 
+    # The declaration travels in the spec (``:classes=K``) to the study's trials.
+    dataset = with_num_classes(args.dataset, args.num_classes)
     sampler = args.sampler or ("random" if args.selection == "random-stopping" else "tpe")
     run_study(StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
         selection=args.selection, distribution=args.distribution, sampler=sampler,
         search_space=args.search_space, max_concurrent=args.max_concurrent,
-        workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu, dataset=args.dataset,
+        workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu, dataset=dataset,
         storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,
         public=args.public, public_validation=args.public_validation, evaluate=not args.no_eval,
         **({"score_share": args.score_share} if args.score_share is not None else {}),

@@ -45,6 +45,9 @@ def _fails(argv: list[str], capsys) -> str:
     (["dpgan", "--set", "warm_start_iters=100"], "--public"),
     (["dpgan", "--set", "groups=5"], "--public"),
     (["dpgan", "--set", "adaptive_clip=true"], "--public"),
+    (["dpaf", "--synthetic-samples", "0"], "--synthetic-samples"),
+    (["dpaf", "--num-classes", "5"], "'digits' has 10 classes, not 5"),
+    (["dpaf", "--num-classes", "0"], "--num-classes 0"),
 ])
 def test_user_errors(argv: list[str], needle: str, capsys, tmp_path: Path) -> None:
     err = _fails([*argv, "--out", str(tmp_path / "run")], capsys)
@@ -70,7 +73,7 @@ def test_corrupt_idx_file(capsys, tmp_path: Path) -> None:
 def test_empty_image_folder(capsys, tmp_path: Path) -> None:
     (tmp_path / "imgs" / "cat").mkdir(parents=True)
     err = _fails(["dpaf", "--dataset", f"folder:{tmp_path / 'imgs'}", "--out", str(tmp_path / "r")], capsys)
-    assert "cat" in err
+    assert "none of the 1 class folders contains an image" in err
 
 
 def test_existing_run_directory_is_not_touched(capsys, tmp_path: Path) -> None:
@@ -98,3 +101,58 @@ def test_use_gpu_without_gpus_is_refused(ray_local, capsys, tmp_path: Path, monk
     err = _fails(["dpaf", "--use-gpu", "--set", "epochs=1", "--out", str(tmp_path / "run")], capsys)
     assert "--use-gpu" in err
     assert not (tmp_path / "run").exists()
+
+
+def _idx_dir(root: Path, labels: list[int]) -> Path:
+    import numpy as np
+
+    from tests.data.helpers import write_idx
+
+    root.mkdir()
+    images = np.random.default_rng(0).integers(0, 256, (len(labels), 8, 8), dtype=np.uint8)
+    write_idx(root / "train-images-idx3-ubyte", images)
+    write_idx(root / "train-labels-idx1-ubyte", np.array(labels, dtype=np.uint8))
+    return root
+
+
+def test_idx_without_a_declared_class_count(capsys, tmp_path: Path) -> None:
+    data = _idx_dir(tmp_path / "mnist", [0, 1, 2] * 20)
+    err = _fails(["dpaf", "--dataset", f"idx:{data}", "--out", str(tmp_path / "r")], capsys)
+    assert "--num-classes" in err and str(data) in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_label_outside_the_declared_classes(capsys, tmp_path: Path) -> None:
+    data = _idx_dir(tmp_path / "mnist", [0, 1, 2] * 20)
+    err = _fails(["dpaf", "--dataset", f"idx:{data}", "--num-classes", "2",
+                  "--out", str(tmp_path / "r")], capsys)
+    assert "label 2 lies outside the 2 declared classes" in err
+
+
+def test_parquet_without_class_metadata(capsys, tmp_path: Path) -> None:
+    import io
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(buffer, format="PNG")
+    pq.write_table(pa.table({"image": [buffer.getvalue()] * 4, "label": [0, 1, 0, 1]}),
+                   tmp_path / "plain.parquet")
+    err = _fails(["dpaf", "--dataset", f"parquet:{tmp_path / 'plain.parquet'}",
+                  "--out", str(tmp_path / "r")], capsys)
+    assert "declares no class names" in err and "--num-classes" in err
+
+
+def test_num_classes_that_disagrees_with_the_class_folders(capsys, tmp_path: Path) -> None:
+    import numpy as np
+
+    from tests.data.helpers import write_png
+
+    for name in ("a", "b"):
+        write_png(tmp_path / "imgs" / name / "1.png", np.zeros((8, 8), np.uint8))
+    err = _fails(["dpaf", "--dataset", f"folder:{tmp_path / 'imgs'}", "--num-classes", "3",
+                  "--out", str(tmp_path / "r")], capsys)
+    assert "declares 2 classes" in err and "--num-classes" in err

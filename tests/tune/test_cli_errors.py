@@ -18,6 +18,9 @@ from raydp_synth.tune.__main__ import main
     (["dpaf", "--name", "x", "--resume"], "--resume"),
     (["dpaf", "--score-share", "1"], "--score-share"),
     (["nosuchmethod"], "registered methods"),
+    (["dpaf", "--num-classes", "4"], "'digits' has 10 classes, not 4"),
+    (["dpaf", "--dataset", "idx:/nonexistent/mnist:classes=10", "--num-classes", "3"],
+     "--num-classes 3 disagrees"),
 ])
 def test_bad_study_input_is_one_clear_line(argv, needle, capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_info:
