@@ -10,16 +10,21 @@ tuner, accountant) only talks to this interface. A method knows
   privacy plan (:meth:`Method.plan`);
 * how to run its DP loop on one Ray Train worker (:meth:`Method.train`), reporting
   only the metric keys on its :attr:`Method.metric_allowlist`;
-* how to rebuild its generator from a checkpoint (:meth:`Method.build_generator`);
-* the pre-noise computations of each mechanism in its plan, so that one generic
-  neighbouring-dataset test checks their sensitivities
-  (:meth:`Method.pre_noise_releases`, design.md 3.8).
+* how to rebuild its generator from a checkpoint (:meth:`Method.build_generator`).
 
-Contract: ``plan`` reads no sensitive data; ``train`` touches sensitive data only
-through mechanisms whose names and noise multipliers come from the plan it is
-given; every value passed to ``ctx.report`` is on the allow-list and is either
-computed from synthetic/public data, a post-processing of released values, or a
-release in the plan (design.md 3.3).
+Contract: ``plan`` reads no sensitive data. ``train`` reads sensitive records only
+as :class:`~raydp_synth.privacy.records.RecordBatch` objects drawn from
+``ctx.sampler(mechanism)`` of a plan mechanism, and only inside that mechanism's
+pre-noise function, passed through ``ctx.pre_noise_sum(mechanism, fn, batch)``;
+the function computes the sum over the batch of per-record contributions from the
+loop's current state, each record's term depending on that record (and its own
+secret draws) alone, bounded by the plan's sensitivity, and must not change the
+loop's state. The caller noises the sum with the plan's multiplier. The
+neighbouring-dataset contract test runs the loop with an auditor on
+``pre_noise_sum`` and checks each release on the batch and on the batch without
+each of its records. Every value passed to ``ctx.report`` is on the allow-list and
+is computed from synthetic/public data, a post-processing of released values, or a
+release in the plan.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import dataclasses
 import types
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -45,7 +50,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DataInfo",
     "Method",
-    "PreNoiseRelease",
     "batch_sample_rate",
     "config_from_mapping",
     "config_to_dict",
@@ -73,23 +77,6 @@ class DataInfo:
     channels: int
     num_classes: int
     public_records: int = 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class PreNoiseRelease:
-    """The computation of one mechanism up to (excluding) its noise.
-
-    Attributes:
-        mechanism: the plan mechanism's name.
-        compute: ``(images, labels) -> tensor``, the sum over the given batch of the
-            per-record contributions that the mechanism noises (clipped gradients,
-            SIN features, ...), with all other randomness fixed.
-        sensitivity: the L2 bound the plan assumes for adding/removing one record.
-    """
-
-    mechanism: str
-    compute: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-    sensitivity: float
 
 
 class Method(ABC):
@@ -172,12 +159,6 @@ class Method(ABC):
         z = torch.randn(len(labels), config.latent_dim, generator=rng)
         with torch.no_grad():
             return generator(z, labels)
-
-    @abstractmethod
-    def pre_noise_releases(
-        self, config: Any, data: DataInfo, *, seed: int
-    ) -> list[PreNoiseRelease]:
-        """One entry per mechanism of the plan that reads sensitive data per record."""
 
 
 def _coerce(name: str, value: Any, annotation: Any) -> Any:

@@ -26,6 +26,7 @@ from raydp_synth.privacy.noise import noisy_sum
 __all__ = [
     "clip_per_record",
     "clipped_sum",
+    "noised_gradient",
     "per_record_gradients",
     "private_gradient",
     "topk_per_record",
@@ -139,10 +140,23 @@ def private_gradient(
     summed = clipped_sum(
         per_record_grads, max_grad_norm=max_grad_norm, topk_fraction=topk_fraction, shapes=shapes
     )
-    released = (
-        noisy_sum(summed, noise_std=noise_multiplier * max_grad_norm, generator=generator)
-        / expected_batch_size
-    )
+    return noised_gradient(summed, noise_std=noise_multiplier * max_grad_norm,
+                           expected_batch_size=expected_batch_size, generator=generator,
+                           shapes=shapes)
+
+
+def noised_gradient(
+    summed: torch.Tensor,
+    *,
+    noise_std: float,
+    expected_batch_size: float,
+    generator: torch.Generator | None,
+    shapes: Sequence[torch.Size],
+) -> list[torch.Tensor]:
+    """The release of a pre-noise sum (this worker's ``sum_i clip_C(g_i)``, flattened):
+    summed over workers, plus N(0, noise_std^2) once (noise_std = sigma * C), divided
+    by the expected batch size qN, split into one tensor per parameter shape."""
+    released = noisy_sum(summed, noise_std=noise_std, generator=generator) / expected_batch_size
     out, start = [], 0
     for shape in shapes:
         size = math.prod(shape)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -12,14 +11,17 @@ import torch
 from raydp_synth.data import ImageDataset
 from raydp_synth.methods.base import DataInfo
 from raydp_synth.privacy.plan import PrivacyPlan
+from raydp_synth.privacy.records import RecordBatch, RecordSampler, derived_seed, record_keys
+from raydp_synth.privacy.sampling import shard_indices
 
-__all__ = ["WorkerContext", "derived_seed"]
+__all__ = ["Auditor", "PreNoiseFunction", "WorkerContext", "derived_seed"]
 
-
-def derived_seed(seed: int, *parts: object) -> int:
-    """A 63-bit seed derived from ``seed`` and a purpose (e.g. ``"dpagg", rank``)."""
-    digest = hashlib.sha256(repr((seed, *parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
+#: A mechanism's pre-noise function: a batch of records -> the sum over the batch of
+#: the per-record contributions the mechanism noises (clipped gradients, bounded
+#: features, counts), with every other input taken from the loop's current state.
+PreNoiseFunction = Callable[[RecordBatch], torch.Tensor]
+#: ``auditor(mechanism, pre_noise, batch)``: called before each release (tests).
+Auditor = Callable[[str, PreNoiseFunction, RecordBatch], None]
 
 
 @dataclass(kw_only=True)
@@ -56,6 +58,9 @@ class WorkerContext:
     log: Callable[[str], None]
     dp_seed: int
     public: ImageDataset | None = None
+    auditor: Auditor | None = None
+    _records: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(
+        default=None, init=False, repr=False)
 
     def generator(self, *purpose: object) -> torch.Generator:
         """A *public* CPU generator (config seed, purpose, rank): initialisation and
@@ -67,3 +72,33 @@ class WorkerContext:
     def secret_generator(self, *purpose: object) -> torch.Generator:
         """A generator from the run's secret DP seed: Poisson sampling."""
         return torch.Generator().manual_seed(derived_seed(self.dp_seed, *purpose, self.rank))
+
+    def sampler(self, mechanism: str) -> RecordSampler:
+        """The sampler of a plan mechanism: Poisson at the plan's rate q (every
+        record of the shard for a mechanism without subsampling), with the secret
+        inclusion draws and per-record draws of that mechanism alone."""
+        if self._records is None:
+            images = torch.as_tensor(self.train.images)
+            labels = torch.as_tensor(self.train.labels)
+            self._records = (images, labels, record_keys(self.train.images, self.train.labels))
+        images, labels, keys = self._records
+        return RecordSampler(
+            images=images, labels=labels, keys=keys,
+            shard=shard_indices(len(labels), rank=self.rank, world_size=self.world_size),
+            sample_rate=self.plan.mechanism(mechanism).sample_rate,
+            generator=self.secret_generator("sample", mechanism),
+            # Rank-independent: a record's draws follow it whichever worker holds it.
+            draw_seed=derived_seed(self.dp_seed, "records", mechanism),
+            device=self.device,
+        )
+
+    def pre_noise_sum(self, mechanism: str, pre_noise: PreNoiseFunction,
+                      batch: RecordBatch) -> torch.Tensor:
+        """The one door through which a loop reads sensitive records: this worker's
+        pre-noise sum of ``mechanism`` over ``batch``; the caller noises it with the
+        plan's multiplier. ``pre_noise`` must not change the loop's state (it may be
+        called more than once: the neighbouring-dataset test calls it on the batch
+        and on the batch without each record, before the loop's own call)."""
+        if self.auditor is not None:
+            self.auditor(mechanism, pre_noise, batch)
+        return pre_noise(batch)

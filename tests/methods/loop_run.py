@@ -10,7 +10,8 @@ from raydp_synth.train.context import WorkerContext
 
 
 def run_loop(method: Any, config: Any, plan: Any, info: Any, train: Any,
-             public: Any = None) -> tuple[list[dict[str, float]], list[dict[str, Any]]]:
+             public: Any = None, *, auditor: Any = None, dp_seed: int = 1,
+             ) -> tuple[list[dict[str, float]], list[dict[str, Any]]]:
     """``(reports, checkpoint states)`` of ``method.train`` on one CPU worker."""
     reports: list[dict[str, float]] = []
     states: list[dict[str, Any]] = []
@@ -22,6 +23,7 @@ def run_loop(method: Any, config: Any, plan: Any, info: Any, train: Any,
 
     ctx = WorkerContext(config=config, plan=plan, data=info, train=train, rank=0, world_size=1,
                         device=torch.device("cpu"), noise_generator=torch.Generator().manual_seed(0),
-                        report=report, log=lambda line: None, dp_seed=1, public=public)
+                        report=report, log=lambda line: None, dp_seed=dp_seed, public=public,
+                        auditor=auditor)
     method.train(ctx)
     return reports, states

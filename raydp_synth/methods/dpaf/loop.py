@@ -27,16 +27,17 @@ from torch.nn import functional as F
 
 from raydp_synth.methods.dpaf.config import DPAFConfig
 from raydp_synth.methods.dpaf.mechanisms import (
-    classifier_record_grads,
-    conv2_record_grads,
+    classifier_pre_noise,
+    conv2_pre_noise,
     dpagg,
+    dpagg_pre_noise,
     feature_sum,
 )
 from raydp_synth.methods.dpaf.networks import Classifier, DiscriminatorParts, Generator, sin
 from raydp_synth.methods.dpaf.plan import CLASSIFIER, CONV2, DPAGG
-from raydp_synth.privacy.dp_sgd import private_gradient
-from raydp_synth.privacy.noise import gaussian_noise
-from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
+from raydp_synth.privacy.dp_sgd import noised_gradient
+from raydp_synth.privacy.noise import gaussian_noise, noisy_sum
+from raydp_synth.privacy.records import RecordBatch
 from raydp_synth.train.context import WorkerContext
 from raydp_synth.train.distributed import all_reduce_mean_, all_reduce_sum_, data_parallel_step
 
@@ -69,25 +70,12 @@ class _DPAFRun:
         self.arch = self.config.architecture(channels=data.channels, num_classes=data.num_classes)
         self.device = ctx.device
         self.n = data.num_records
-        shard = shard_indices(len(ctx.train), rank=ctx.rank, world_size=ctx.world_size)
-        self.shard = shard
-        self.images = torch.as_tensor(ctx.train.images)
-        self.labels = torch.as_tensor(ctx.train.labels)
         self.steps = {CLASSIFIER: 0, CONV2: 0, DPAGG: 0}
         torch.manual_seed(self.config.seed)  # identical initial parameters on every rank
         self.parts = DiscriminatorParts(self.arch).to(self.device)
         self.G = Generator(self.arch).to(self.device)
 
     # ---------------------------------------------------------------- helpers
-    def _batch(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.images[idx].to(self.device), self.labels[idx].to(self.device)
-
-    def _sampler(self, name: str) -> PoissonSampler:
-        mech = self.ctx.plan.mechanism(name)
-        assert mech.sample_rate is not None  # DPAF's mechanisms are all subsampled
-        return PoissonSampler(self.shard, sample_rate=mech.sample_rate,
-                              generator=self.ctx.secret_generator("sample", name))
-
     def _generate(self, labels: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         z = torch.randn(len(labels), self.arch.latent_dim, generator=gen).to(self.device)
         return self.G(z, labels.to(self.device))
@@ -137,18 +125,20 @@ class _DPAFRun:
         params = [p for p in classifier.parameters() if p.requires_grad]
         shapes = [p.shape for p in params]
         opt = torch.optim.Adam(params, lr=cfg.lr_classifier)
-        sampler = self._sampler(CLASSIFIER)
+        sampler = self.ctx.sampler(CLASSIFIER)
         steps_per_epoch = max(1, math.ceil(1 / mech.sample_rate))
+
+        def pre_noise(batch: RecordBatch) -> torch.Tensor:
+            return classifier_pre_noise(gsm, batch, clip=cfg.clip_classifier,
+                                        topk_fraction=cfg.topk_fraction)
+
         for step in range(1, mech.num_steps + 1):
-            images, labels = self._batch(sampler.sample())
-            grads = classifier_record_grads(gsm, images, labels)
-            released = private_gradient(
-                grads,
-                max_grad_norm=mech.sensitivity,
-                noise_multiplier=mech.noise_multiplier,
+            summed = self.ctx.pre_noise_sum(CLASSIFIER, pre_noise, sampler.sample())
+            released = noised_gradient(
+                summed,
+                noise_std=mech.noise_multiplier * mech.sensitivity,
                 expected_batch_size=mech.sample_rate * self.n,
                 generator=self.ctx.noise_generator,
-                topk_fraction=cfg.topk_fraction,
                 shapes=shapes,
             )
             for p, g in zip(params, released, strict=True):
@@ -186,7 +176,7 @@ class _DPAFRun:
         opt_head = torch.optim.Adam(head_params, lr=cfg.lr_d, betas=betas)
         opt_conv2 = torch.optim.Adam(conv2_params, lr=cfg.lr_conv2 or cfg.lr_d, betas=betas)
         opt_g = torch.optim.Adam(G.parameters(), lr=cfg.lr_g, betas=betas)
-        agg_sampler, conv2_sampler = self._sampler(DPAGG), self._sampler(CONV2)
+        agg_sampler, conv2_sampler = ctx.sampler(DPAGG), ctx.sampler(CONV2)
         fake_gen = ctx.generator("fakes")
         iters_per_epoch = max(1, math.ceil(1 / agg.sample_rate))
         checkpoint_every = max(1, math.ceil(agg.num_steps / iters_per_epoch / 10))
@@ -199,20 +189,24 @@ class _DPAFRun:
             sums[key] = sums.get(key, 0.0) + value
             counts[key] = counts.get(key, 0) + 1
 
-        def release(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            out = dpagg(parts, images, labels, noise_std=agg.noise_std,
-                        generator=ctx.noise_generator, by_class=by_class)
-            return out if by_class else out[None]
+        def agg_pre_noise(batch: RecordBatch) -> torch.Tensor:
+            return dpagg_pre_noise(parts, batch, by_class=by_class)
+
+        def blocks(released: torch.Tensor) -> torch.Tensor:
+            return released if by_class else released[None]
 
         conv2_step = 0
         conv2_gsm.disable_hooks()
         for it in range(1, agg.num_steps + 1):
             # 1. DPAGG on a real Poisson sample; same noise law on a synthetic batch.
-            real_mean = release(*self._batch(agg_sampler.sample())) / real_divisor
+            real_sum = ctx.pre_noise_sum(DPAGG, agg_pre_noise, agg_sampler.sample())
+            real_mean = blocks(noisy_sum(real_sum, noise_std=agg.noise_std,
+                                         generator=ctx.noise_generator)) / real_divisor
             with torch.no_grad():
                 fake_images, fake_labels = self._fakes_like_a_release(
                     agg.sample_rate * self.n / ctx.world_size, fake_gen)
-            fake_mean = release(fake_images, fake_labels) / real_divisor
+            fake_mean = blocks(dpagg(parts, fake_images, fake_labels, noise_std=agg.noise_std,
+                                     generator=ctx.noise_generator, by_class=by_class)) / real_divisor
             self.steps[DPAGG] = it
             # 2. conv3*, FC*: post-processing of the two releases.
             real_logit = parts.head(real_mean, agg_labels)
@@ -234,17 +228,17 @@ class _DPAFRun:
                 v_fake = self._loss_direction(fake_mean, agg_labels, zeros)
                 if not by_class:
                     v_real, v_fake = v_real[0], v_fake[0]
-                conv2_gsm.enable_hooks()
-                grads = conv2_record_grads(conv2_gsm, parts, *self._batch(conv2_sampler.sample()),
-                                           v_real)
-                conv2_gsm.disable_hooks()
-                private = private_gradient(
-                    grads,
-                    max_grad_norm=conv2.sensitivity,
-                    noise_multiplier=conv2.noise_multiplier,
+
+                def conv2_noise_free(batch: RecordBatch, v: torch.Tensor = v_real) -> torch.Tensor:
+                    return conv2_pre_noise(conv2_gsm, parts, v, batch, clip=cfg.clip_conv2,
+                                           topk_fraction=cfg.topk_fraction)
+
+                summed = ctx.pre_noise_sum(CONV2, conv2_noise_free, conv2_sampler.sample())
+                private = noised_gradient(
+                    summed,
+                    noise_std=conv2.noise_multiplier * conv2.sensitivity,
                     expected_batch_size=conv2_divisor,
                     generator=ctx.noise_generator,
-                    topk_fraction=cfg.topk_fraction,
                     shapes=conv2_shapes,
                 )
                 # Synthetic side (no privacy cost): the same chain rule, exactly.

@@ -1,8 +1,9 @@
 """The pre-noise computations of DPAF's three mechanisms.
 
-Each function returns what its mechanism noises, and is shared by the training
-loop and by the neighbouring-dataset test (design.md 3.8), so the tested code
-is the code that runs.
+``*_pre_noise`` return what each mechanism noises, from a
+:class:`~raydp_synth.privacy.records.RecordBatch` and the loop's current state; the
+loop hands them to ``WorkerContext.pre_noise_sum``, where the neighbouring-dataset
+contract test calls the very same functions with the loop's state.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from opacus import GradSampleModule
 from torch.nn import functional as F
 
 from raydp_synth.methods.dpaf.networks import DiscriminatorParts, sin
-from raydp_synth.privacy.dp_sgd import per_record_gradients
+from raydp_synth.privacy.dp_sgd import clipped_sum, per_record_gradients
 from raydp_synth.privacy.noise import noisy_sum
+from raydp_synth.privacy.records import RecordBatch
 
-__all__ = ["classifier_record_grads", "conv2_record_grads", "dpagg", "feature_sum"]
+__all__ = ["classifier_pre_noise", "classifier_record_grads", "conv2_pre_noise",
+           "conv2_record_grads", "dpagg", "dpagg_pre_noise", "feature_sum"]
 
 
 def classifier_record_grads(
@@ -104,3 +107,33 @@ def dpagg(
             noise_std=noise_std,
             generator=generator,
         )
+
+
+def classifier_pre_noise(classifier: GradSampleModule, batch: RecordBatch, *, clip: float,
+                         topk_fraction: float) -> torch.Tensor:
+    """Phase 1's pre-noise sum: ``sum_i clip_C(topk(g_i))`` of C's per-record
+    cross-entropy gradients (record i's term from record i alone: sensitivity C)."""
+    return clipped_sum(classifier_record_grads(classifier, batch.images, batch.labels),
+                       max_grad_norm=clip, topk_fraction=topk_fraction,
+                       shapes=[p.shape for p in classifier.parameters() if p.requires_grad])
+
+
+def conv2_pre_noise(conv2: GradSampleModule, parts: DiscriminatorParts, direction: torch.Tensor,
+                    batch: RecordBatch, *, clip: float, topk_fraction: float) -> torch.Tensor:
+    """conv2*'s pre-noise sum: ``sum_i clip_C(topk(J_i^T v))`` with ``v`` the loss
+    direction at the latest released aggregate (sensitivity C). Opacus' hooks are
+    on only for this computation."""
+    conv2.enable_hooks()
+    try:
+        grads = conv2_record_grads(conv2, parts, batch.images, batch.labels, direction)
+    finally:
+        conv2.disable_hooks()
+    return clipped_sum(grads, max_grad_norm=clip, topk_fraction=topk_fraction,
+                       shapes=[p.shape for p in conv2.parameters()])
+
+
+def dpagg_pre_noise(parts: DiscriminatorParts, batch: RecordBatch, *, by_class: bool
+                    ) -> torch.Tensor:
+    """DPAGG's pre-noise sum: the records' SIN feature sum(s) (sensitivity sqrt(m) p)."""
+    with torch.no_grad():
+        return feature_sum(parts, batch.images, batch.labels, by_class=by_class)

@@ -22,17 +22,10 @@ from raydp_synth.errors import ConfigError
 from raydp_synth.methods.base import (
     DataInfo,
     Method,
-    PreNoiseRelease,
     batch_sample_rate,
     config_from_mapping,
 )
 from raydp_synth.methods.dpgan.config import DPGANConfig
-from raydp_synth.methods.dpgan.grouping import (
-    adaptive_groups,
-    fixed_groups,
-    grouped_clipped_sum,
-    parameter_units,
-)
 from raydp_synth.methods.dpgan.loop import (
     CRITIC,
     METRIC_ALLOWLIST,
@@ -40,7 +33,6 @@ from raydp_synth.methods.dpgan.loop import (
     model_labels,
     run_dpgan,
 )
-from raydp_synth.methods.dpwgan.mechanisms import record_tied_pair_grads
 from raydp_synth.methods.registry import register_method
 from raydp_synth.privacy.calibration import MechanismSpec
 from raydp_synth.train.context import WorkerContext
@@ -90,37 +82,5 @@ class DPGAN(Method):
     def sample(self, generator: torch.nn.Module, config: DPGANConfig, labels: torch.Tensor, *,
                rng: torch.Generator) -> torch.Tensor:
         return super().sample(generator, config, model_labels(config, labels), rng=rng)
-
-    def pre_noise_releases(
-        self, config: DPGANConfig, data: DataInfo, *, seed: int
-    ) -> list[PreNoiseRelease]:
-        torch.manual_seed(seed)
-        critic, _ = build_networks(config, data.channels, data.num_classes)
-        named = [(n, p.shape) for n, p in critic.named_parameters()]
-
-        def record_grads(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            grads = record_tied_pair_grads(critic, images, model_labels(config, labels),
-                                           seed=seed, gp_weight=config.gp_weight)
-            return torch.cat([g.flatten(1) for g in grads], dim=1)
-
-        if config.adaptive_clip:
-            # Bounds from a stand-in public batch (uniform noise images, public seed).
-            gen = torch.Generator().manual_seed(seed)
-            stand_in = torch.rand(16, data.channels, data.image_size, data.image_size,
-                                  generator=gen) * 2 - 1
-            unit_of, units = parameter_units(named)
-            groups = adaptive_groups(
-                record_grads(stand_in, torch.randint(data.num_classes, (16,), generator=gen)),
-                unit_of, units, groups=config.groups)
-        else:
-            groups = fixed_groups(named, groups=config.groups, clip=config.clip,
-                                  bias_clip=config.bias_clip)
-
-        def critic_sum(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            return grouped_clipped_sum(record_grads(images, labels), groups)
-
-        return [PreNoiseRelease(mechanism=CRITIC, compute=critic_sum,
-                                sensitivity=math.sqrt(config.groups))]
-
 
 register_method(DPGAN())

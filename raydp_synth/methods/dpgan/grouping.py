@@ -31,7 +31,7 @@ import torch
 from raydp_synth.privacy.noise import noisy_sum
 
 __all__ = ["ClipGroups", "adaptive_groups", "cluster_bounds", "fixed_groups", "group_sigma",
-           "grouped_clipped_sum", "grouped_release", "parameter_units", "plan_multiplier",
+           "grouped_clipped_sum", "grouped_release", "noised_group_release", "parameter_units", "plan_multiplier",
            "unit_bounds"]
 
 _MIN_BOUND = 1e-8
@@ -179,6 +179,21 @@ def grouped_release(
     """One release: the rescaled clipped sum plus N(0, (z sqrt(k))^2) per coordinate
     (z = the plan's multiplier, sensitivity sqrt(k)), rescaled by C_j on group j and
     divided by the expected batch size qN. Group j's noise is z*sqrt(k)*C_j."""
-    summed = grouped_clipped_sum(per_record, groups)
+    return noised_group_release(grouped_clipped_sum(per_record, groups), groups,
+                                noise_multiplier=noise_multiplier,
+                                expected_batch_size=expected_batch_size, generator=generator)
+
+
+def noised_group_release(
+    summed: torch.Tensor,
+    groups: ClipGroups,
+    *,
+    noise_multiplier: float,
+    expected_batch_size: float,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """The release of a rescaled pre-noise sum (:func:`grouped_clipped_sum`, this
+    worker's): summed over workers, plus N(0, (z sqrt(k))^2) per coordinate once,
+    rescaled by C_j on group j, divided by qN."""
     noised = noisy_sum(summed, noise_std=group_sigma(noise_multiplier, groups.k), generator=generator)
     return noised * groups.bounds.to(noised)[groups.group_of.to(noised.device)] / expected_batch_size

@@ -2,12 +2,15 @@
 
 1. Warm start (optional, public data only): ``warm_start_iters`` non-private
    WGAN-GP iterations on batches of the declared public records.
-2. Each critic step is one release of the mechanism ``critic``: a Poisson sample of
-   rate q (secret seed); per-record gradients of the pair (record, synthetic
-   partner), ``D(f_i) - D(x_i) + lambda GP_i`` (:mod:`raydp_synth.methods.dpwgan.mechanisms`,
-   the unit is the pair); the clip groups of this step (fixed, or estimated on a
-   public batch); :func:`~raydp_synth.methods.dpgan.grouping.grouped_release`
-   (noise z*sqrt(k)*C_j on group j, z from the plan, divided by qN); an Adam step.
+2. Each critic step is one release of the mechanism ``critic``: the clip groups of
+   this step (fixed, or estimated on a public batch); a Poisson sample of rate q
+   (secret seed); :func:`critic_pre_noise`, the one function that reads the records:
+   per-record gradients of the pair (record, synthetic partner),
+   ``D(f_i) - D(x_i) + lambda GP_i`` (:mod:`raydp_synth.methods.dpwgan.mechanisms`: the
+   unit is the pair, the partner's draws are the record's own, G in eval mode), each
+   group clipped and rescaled by 1/C_j, summed; then
+   :func:`~raydp_synth.methods.dpgan.grouping.noised_group_release` (noise z*sqrt(k)*C_j
+   on group j, z from the plan, divided by qN); an Adam step.
 3. G steps every ``n_critic`` critic steps through the critic, synthetic only.
 
 Privacy: the private records enter through step 2 only. Warm start and the clip
@@ -31,16 +34,22 @@ from raydp_synth.methods.dpgan.grouping import (
     ClipGroups,
     adaptive_groups,
     fixed_groups,
-    grouped_release,
+    grouped_clipped_sum,
+    noised_group_release,
     parameter_units,
 )
-from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
-from raydp_synth.methods.dpwgan.networks import Critic, Generator
-from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
-from raydp_synth.train.context import WorkerContext, derived_seed
+from raydp_synth.methods.dpwgan.mechanisms import (
+    critic_record_grads,
+    pair_record_grads,
+    synthetic_partners,
+)
+from raydp_synth.methods.dpwgan.networks import Critic, Generator, prime_batchnorm
+from raydp_synth.privacy.records import RecordBatch, derived_seed
+from raydp_synth.train.context import WorkerContext
 from raydp_synth.train.distributed import broadcast_parameters_, data_parallel_step
 
-__all__ = ["CRITIC", "METRIC_ALLOWLIST", "DPGANModels", "PublicSide", "build_networks", "prepare", "run_dpgan"]
+__all__ = ["CRITIC", "METRIC_ALLOWLIST", "DPGANModels", "PublicSide", "build_networks",
+           "critic_pre_noise", "prepare", "run_dpgan"]
 
 CRITIC = "critic"
 
@@ -104,10 +113,9 @@ class PublicSide:
         size = min(self.config.public_batch_size, len(self.images))
         idx = torch.randperm(len(self.images), generator=self.rng)[:size]
         x, y = self.images[idx].to(self.device), model_labels(self.config, self.labels[idx])
-        with torch.no_grad():
-            z = torch.randn(max(size, 2), self.config.latent_dim, generator=self.rng)
-            y_pad = torch.cat([y, y.new_zeros(max(0, 2 - size))])
-            partners = self.gen(z.to(self.device), y_pad.to(self.device))[:size]
+        # Partners as the private step makes them (G in eval mode), public draws.
+        z = torch.randn(size, self.config.latent_dim, generator=self.rng)
+        partners = synthetic_partners(self.gen, z.to(self.device), y.to(self.device))
         mix = torch.rand(size, 1, 1, 1, generator=self.rng).to(self.device)
         return x, y.to(self.device), partners, mix
 
@@ -166,6 +174,8 @@ def prepare(ctx: WorkerContext) -> DPGANModels:
     opt_g = torch.optim.Adam(gen.parameters(), lr=cfg.lr_g, betas=betas)
     public = PublicSide(cfg, ctx.public, critic=critic, generator=gen,
                         num_classes=data.num_classes, device=device)
+    prime_batchnorm(gen, latent_dim=cfg.latent_dim, num_classes=critic.num_classes,
+                    rng=public.rng, device=device)
     if cfg.warm_start_iters:
         public.warm_start(opt_d, opt_g)
         broadcast_parameters_(critic)  # every rank ran the same public iterations
@@ -173,6 +183,20 @@ def prepare(ctx: WorkerContext) -> DPGANModels:
         ctx.log(f"[dpgan] warm start: {cfg.warm_start_iters} iterations on "
                 f"{len(ctx.public) if ctx.public is not None else 0} public records")
     return DPGANModels(critic=critic, gen=gen, opt_d=opt_d, opt_g=opt_g, public=public)
+
+
+def critic_pre_noise(models: DPGANModels, config: DPGANConfig, groups: ClipGroups,
+                     batch: RecordBatch) -> torch.Tensor:
+    """The critic mechanism's pre-noise sum: ``sum_i concat_j clip_{C_j}(g_ij) / C_j``.
+
+    ``g_i`` is the gradient of record i's pair (its own secret draws, G in eval
+    mode), so record i's rescaled term depends on record i alone and has norm at
+    most sqrt(k): the plan's sensitivity. ``groups`` come from public data and the
+    critic (post-processing), fixed before the batch is read.
+    """
+    grads = pair_record_grads(models.critic, models.gen, batch, model_labels(config, batch.labels),
+                              latent_dim=config.latent_dim, gp_weight=config.gp_weight)
+    return grouped_clipped_sum(torch.cat([g.flatten(1) for g in grads], dim=1), groups)
 
 
 def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = None) -> None:
@@ -188,11 +212,7 @@ def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = No
     critic, gen, public = models.critic, models.gen, models.public
     opt_d, opt_g = models.opt_d, models.opt_g
     params = list(critic.parameters())
-    images = torch.as_tensor(ctx.train.images)
-    labels = torch.as_tensor(ctx.train.labels)
-    shard = shard_indices(len(ctx.train), rank=ctx.rank, world_size=ctx.world_size)
-    sampler = PoissonSampler(shard, sample_rate=mech.sample_rate,
-                             generator=ctx.secret_generator("sample", CRITIC))
+    sampler = ctx.sampler(CRITIC)
     fake_gen = ctx.generator("fakes")
     expected = mech.sample_rate * data.num_records
     fakes_local = max(2, math.ceil(expected / ctx.world_size))
@@ -212,17 +232,14 @@ def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = No
             raise RuntimeError(f"{groups.k} clip groups but the plan's sensitivity is "
                                f"{mech.sensitivity} (sqrt(k) expected)")
         add("clip_bound", float(groups.bounds.mean()))
-        idx = sampler.sample()
-        real, y_real = images[idx].to(device), model_labels(cfg, labels[idx]).to(device)
-        with torch.no_grad():  # one partner per record, for the record's label
-            z = torch.randn(max(len(idx), 2), cfg.latent_dim, generator=fake_gen).to(device)
-            y_pad = torch.cat([y_real, y_real.new_zeros(max(0, 2 - len(idx)))])
-            partners = gen(z, y_pad)[: len(idx)]
-        mix = torch.rand(len(idx), 1, 1, 1, generator=fake_gen).to(device)
-        grads = critic_record_grads(critic, real, y_real, partners, mix, gp_weight=cfg.gp_weight)
-        flat = torch.cat([g.flatten(1) for g in grads], dim=1)
-        released = grouped_release(flat, groups, noise_multiplier=mech.noise_multiplier,
-                                   expected_batch_size=expected, generator=ctx.noise_generator)
+
+        def pre_noise(batch: RecordBatch, groups: ClipGroups = groups) -> torch.Tensor:
+            return critic_pre_noise(models, cfg, groups, batch)
+
+        summed = ctx.pre_noise_sum(CRITIC, pre_noise, sampler.sample())
+        released = noised_group_release(summed, groups, noise_multiplier=mech.noise_multiplier,
+                                        expected_batch_size=expected,
+                                        generator=ctx.noise_generator)
         adam_step_on(params, released, opt_d)
 
         if step % cfg.n_critic == 0:  # G: synthetic records only

@@ -14,13 +14,11 @@ import math
 
 import torch
 
-from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease, batch_sample_rate
+from raydp_synth.methods.base import DataInfo, Method, batch_sample_rate
 from raydp_synth.methods.dpwgan.config import DPWGANConfig
 from raydp_synth.methods.dpwgan.loop import CRITIC, METRIC_ALLOWLIST, build_networks, run_dpwgan
-from raydp_synth.methods.dpwgan.mechanisms import record_tied_pair_grads
 from raydp_synth.methods.registry import register_method
 from raydp_synth.privacy.calibration import MechanismSpec
-from raydp_synth.privacy.dp_sgd import clipped_sum
 from raydp_synth.train.context import WorkerContext
 
 __all__ = ["DPWGAN", "DPWGANConfig"]
@@ -43,20 +41,5 @@ class DPWGAN(Method):
 
     def build_generator(self, config: DPWGANConfig, data: DataInfo) -> torch.nn.Module:
         return build_networks(config, data.channels, data.num_classes)[1]
-
-    def pre_noise_releases(
-        self, config: DPWGANConfig, data: DataInfo, *, seed: int
-    ) -> list[PreNoiseRelease]:
-        torch.manual_seed(seed)
-        critic, _ = build_networks(config, data.channels, data.num_classes)
-
-        def critic_sum(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            grads = record_tied_pair_grads(critic, images, labels, seed=seed,
-                                           gp_weight=config.gp_weight)
-            return clipped_sum(grads, max_grad_norm=config.clip,
-                               shapes=[p.shape for p in critic.parameters()])
-
-        return [PreNoiseRelease(mechanism=CRITIC, compute=critic_sum, sensitivity=config.clip)]
-
 
 register_method(DPWGAN())

@@ -1,9 +1,10 @@
 """DP-WGAN-GP with DP-Adam on one Ray Train worker (003_5382d78230ce1590.txt).
 
 Each critic step is one release of the mechanism ``critic``: a Poisson sample of
-rate q (from the run's secret seed), per-record gradients of ``-D(x_i) + lambda GP_i``
-of the pair (record, synthetic partner) (see :mod:`.mechanisms`), clipped to C,
-summed, noised once with N(0, sigma^2 C^2), divided by the expected batch qN. Adam steps on that release (post-processing: Adam's moments are
+rate q (from the run's secret seed), and :func:`critic_pre_noise`, the one function
+that reads the records: per-record gradients of the pair (record, synthetic
+partner) ``D(f_i) - D(x_i) + lambda GP_i`` (see :mod:`.mechanisms`), clipped to C and
+summed; then noised once with N(0, sigma^2 C^2) and divided by the expected batch qN. Adam steps on that release (post-processing: Adam's moments are
 functions of released gradients). G steps every ``n_critic`` critic steps through the
 critic on synthetic records only. No stray 1/sqrt(B): the noise is added to the sum,
 and the sum is divided by qN, as in every DP-SGD release here.
@@ -16,14 +17,14 @@ import math
 import torch
 
 from raydp_synth.methods.dpwgan.config import DPWGANConfig
-from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
-from raydp_synth.methods.dpwgan.networks import Critic, Generator
-from raydp_synth.privacy.dp_sgd import private_gradient
-from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
+from raydp_synth.methods.dpwgan.mechanisms import pair_record_grads
+from raydp_synth.methods.dpwgan.networks import Critic, Generator, prime_batchnorm
+from raydp_synth.privacy.dp_sgd import clipped_sum, noised_gradient
+from raydp_synth.privacy.records import RecordBatch
 from raydp_synth.train.context import WorkerContext
 from raydp_synth.train.distributed import data_parallel_step
 
-__all__ = ["CRITIC", "METRIC_ALLOWLIST", "build_networks", "run_dpwgan"]
+__all__ = ["CRITIC", "METRIC_ALLOWLIST", "build_networks", "critic_pre_noise", "run_dpwgan"]
 
 CRITIC = "critic"
 
@@ -43,11 +44,27 @@ def build_networks(config: DPWGANConfig, channels: int, num_classes: int) -> tup
     return critic, generator
 
 
+def critic_pre_noise(critic: Critic, gen: Generator, config: DPWGANConfig,
+                     batch: RecordBatch) -> torch.Tensor:
+    """The critic mechanism's pre-noise sum: ``sum_i clip_C(grad of pair i)``.
+
+    Record i's pair uses its own secret draws and G in eval mode
+    (:func:`~raydp_synth.methods.dpwgan.mechanisms.pair_record_grads`), so record i's
+    clipped term depends on record i alone: sensitivity C.
+    """
+    grads = pair_record_grads(critic, gen, batch, batch.labels, latent_dim=config.latent_dim,
+                              gp_weight=config.gp_weight)
+    return clipped_sum(grads, max_grad_norm=config.clip,
+                       shapes=[p.shape for p in critic.parameters()])
+
+
 def run_dpwgan(ctx: WorkerContext) -> None:
     cfg: DPWGANConfig = ctx.config
     data, device, plan = ctx.data, ctx.device, ctx.plan
     mech = plan.mechanism(CRITIC)
     assert mech.sample_rate is not None
+    if abs(mech.sensitivity - cfg.clip) > 1e-12:
+        raise RuntimeError(f"the plan's critic sensitivity {mech.sensitivity} is not clip={cfg.clip}")
     torch.manual_seed(cfg.seed)  # identical initial parameters on every rank
     critic, gen = build_networks(cfg, data.channels, data.num_classes)
     critic, gen = critic.to(device), gen.to(device)
@@ -56,12 +73,10 @@ def run_dpwgan(ctx: WorkerContext) -> None:
     betas = (cfg.beta1, cfg.beta2)
     opt_d = torch.optim.Adam(params, lr=cfg.lr_d, betas=betas)
     opt_g = torch.optim.Adam(gen.parameters(), lr=cfg.lr_g, betas=betas)
-    images = torch.as_tensor(ctx.train.images)
-    labels = torch.as_tensor(ctx.train.labels)
-    shard = shard_indices(len(ctx.train), rank=ctx.rank, world_size=ctx.world_size)
-    sampler = PoissonSampler(shard, sample_rate=mech.sample_rate,
-                             generator=ctx.secret_generator("sample", CRITIC))
+    sampler = ctx.sampler(CRITIC)
     fake_gen = ctx.generator("fakes")
+    prime_batchnorm(gen, latent_dim=cfg.latent_dim, num_classes=data.num_classes,
+                    rng=fake_gen, device=device)
     expected = mech.sample_rate * data.num_records
     fakes_local = max(2, math.ceil(expected / ctx.world_size))
     k = data.num_classes
@@ -71,23 +86,18 @@ def run_dpwgan(ctx: WorkerContext) -> None:
         z = torch.randn(count, cfg.latent_dim, generator=fake_gen).to(device)
         return gen(z, y), y
 
+    def pre_noise(batch: RecordBatch) -> torch.Tensor:
+        return critic_pre_noise(critic, gen, cfg, batch)
+
     steps_per_epoch = max(1, math.ceil(1 / mech.sample_rate))
     checkpoint_every = max(1, math.ceil(mech.num_steps / steps_per_epoch / 10))
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     for step in range(1, mech.num_steps + 1):
-        idx = sampler.sample()
-        real, y_real = images[idx].to(device), labels[idx].to(device)
-        with torch.no_grad():  # one partner per record, for the record's label
-            z = torch.randn(max(len(idx), 2), cfg.latent_dim, generator=fake_gen).to(device)
-            y_pad = torch.cat([y_real, y_real.new_zeros(max(0, 2 - len(idx)))])
-            partners = gen(z, y_pad)[: len(idx)]
-        mix = torch.rand(len(idx), 1, 1, 1, generator=fake_gen).to(device)
-        grads = critic_record_grads(critic, real, y_real, partners, mix, gp_weight=cfg.gp_weight)
-        released = private_gradient(
-            grads, max_grad_norm=mech.sensitivity, noise_multiplier=mech.noise_multiplier,
-            expected_batch_size=expected, generator=ctx.noise_generator, shapes=shapes,
-        )
+        summed = ctx.pre_noise_sum(CRITIC, pre_noise, sampler.sample())
+        released = noised_gradient(summed, noise_std=mech.noise_multiplier * mech.sensitivity,
+                                   expected_batch_size=expected, generator=ctx.noise_generator,
+                                   shapes=shapes)
         for p, g in zip(params, released, strict=True):
             p.grad = g.to(p)
         opt_d.step()

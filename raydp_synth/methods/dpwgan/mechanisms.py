@@ -5,9 +5,16 @@ WGAN-GP's critic loss is ``mean D(fake) - mean D(real) + lambda * mean GP``, wit
 gradient penalty interpolates a real record with a synthetic one, so the unit that
 DP-SGD clips is the **pair**: record i's term is
 ``D(f_i, y_i) - D(x_i, y_i) + lambda * GP_i``, where the synthetic partner ``f_i``
-(generated for the record's label) and the coefficient ``a_i`` are drawn
-independently of every other record. It depends on record i alone, so clipping it
-to C bounds one record's contribution by C (design.md 3.8). The synthetic term is
+(generated for the record's label) and the coefficient ``a_i`` are drawn for
+record i alone (:func:`pair_record_grads`). Record i's term then depends on record
+i, on the current networks (DP releases and their post-processing) and on its own
+secret draws, so clipping it to C bounds one record's contribution by C.
+
+The partner comes from G in **eval mode** (:func:`synthetic_partners`): in train
+mode G's BatchNorm would normalise every partner with statistics of the whole batch
+of partners, generated for the batch's real labels, so one record's removal would
+move every other record's term, and G's running statistics (released with G) would
+record the real label histogram. The synthetic term is
 clipped with its pair, not added un-noised: real and synthetic sides then have the
 same scale (an unclipped synthetic side next to a clipped real side lets the
 critic's scores run away, seen on digits: scores of -1.5e4 within 30 epochs).
@@ -23,7 +30,9 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-__all__ = ["critic_record_grads", "record_tied_pair_grads"]
+from raydp_synth.privacy.records import RecordBatch
+
+__all__ = ["critic_record_grads", "pair_record_grads", "synthetic_partners"]
 
 
 def critic_record_grads(
@@ -68,20 +77,31 @@ def critic_record_grads(
     return [per_record[n].detach() for n in names]
 
 
-def record_tied_pair_grads(critic: nn.Module, images: torch.Tensor, labels: torch.Tensor, *,
-                           seed: int, gp_weight: float) -> list[torch.Tensor]:
-    """:func:`critic_record_grads` with each record's synthetic partner and mixing
-    coefficient drawn from a seed tied to the record itself (public randomness,
-    fixed per record): the pre-noise computation of the neighbouring-dataset test,
-    where a record must pair with the same partner in both neighbouring batches."""
-    from raydp_synth.train.context import derived_seed
+def synthetic_partners(generator: nn.Module, latents: torch.Tensor, labels: torch.Tensor
+                       ) -> torch.Tensor:
+    """``G(z_i, y_i)`` for each row, each row a function of its own inputs alone:
+    G in eval mode (BatchNorm with its running statistics, which G's training on
+    synthetic records sets), no gradient, G's mode restored afterwards."""
+    was_training = generator.training
+    generator.eval()
+    try:
+        with torch.no_grad():
+            return generator(latents, labels)
+    finally:
+        generator.train(was_training)
 
-    partners, mix = [], []
-    for x in images:
-        gen = torch.Generator().manual_seed(derived_seed(seed, x.numpy().tobytes()))
-        partners.append(torch.rand(x.shape, generator=gen) * 2 - 1)
-        mix.append(torch.rand(1, 1, 1, generator=gen))
-    return critic_record_grads(
-        critic, images, labels,
-        torch.stack(partners) if partners else torch.zeros(0, *images.shape[1:]),
-        torch.stack(mix) if mix else torch.zeros(0, 1, 1, 1), gp_weight=gp_weight)
+
+def pair_record_grads(critic: nn.Module, generator: nn.Module, batch: RecordBatch,
+                      labels: torch.Tensor, *, latent_dim: int, gp_weight: float
+                      ) -> list[torch.Tensor]:
+    """Per-record gradients of the pairs (record, synthetic partner) of ``batch``.
+
+    Record i's partner latent and mixing coefficient are its own secret draws
+    (:meth:`RecordBatch.normal`, :meth:`RecordBatch.uniform`: a function of the
+    mechanism's secret seed, the release and record i's key), never rows of a
+    stream handed out by batch position; its partner is G's image for ``labels[i]``
+    (the label the networks see for record i).
+    """
+    partners = synthetic_partners(generator, batch.normal("partner", latent_dim), labels)
+    return critic_record_grads(critic, batch.images, labels, partners,
+                               batch.uniform("mix", 1, 1, 1), gp_weight=gp_weight)

@@ -5,8 +5,10 @@ Critic: three strided 5x5 convolutions with capacity c, 2c, 4c filters and leaky
 ReLU 0.2, then a linear score; the label enters as one-hot planes at the input. No
 normalisation layer: a per-record gradient must depend on its record alone
 (design.md 3.8). Generator: the transpose (latent + one-hot label, a linear layer,
-three transposed convolutions, tanh); it sees only synthetic data, so BatchNorm is
-allowed there.
+three transposed convolutions, tanh), with BatchNorm. G runs in train mode only on
+synthetic batches; where its images meet real records (the critic's pairs) it runs
+in eval mode, so that no batch statistic couples records and its running
+statistics come from synthetic batches alone.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["Critic", "Generator"]
+__all__ = ["Critic", "Generator", "prime_batchnorm"]
 
 
 class Critic(nn.Module):
@@ -63,3 +65,24 @@ class Generator(nn.Module):
         for up, bn in zip(self.up[:2], self.bns, strict=True):
             h = F.relu(bn(up(h)))
         return torch.tanh(self.up[2](h))
+
+
+def prime_batchnorm(generator: nn.Module, *, latent_dim: int, num_classes: int,
+                    rng: torch.Generator, device: torch.device, batch_size: int = 256,
+                    passes: int = 4) -> None:
+    """Set G's BatchNorm running statistics to their average over ``passes``
+    synthetic batches (uniform labels, latents from ``rng``), so that G in eval mode
+    (the partners of the critic's pairs) matches G in train mode from the first
+    step. Synthetic data only: the statistics released with G carry no record."""
+    norms = [m for m in generator.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    momenta = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average over the priming passes
+    with torch.no_grad():
+        for _ in range(passes):
+            labels = torch.randint(num_classes, (batch_size,), generator=rng).to(device)
+            z = torch.randn(batch_size, latent_dim, generator=rng).to(device)
+            generator(z, labels)
+    for m, momentum in zip(norms, momenta, strict=True):
+        m.momentum = momentum

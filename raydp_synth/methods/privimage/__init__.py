@@ -23,16 +23,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 
 from raydp_synth.data import ImageDataset
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import DataInfo, Method, PreNoiseRelease, batch_sample_rate
+from raydp_synth.methods.base import DataInfo, Method, batch_sample_rate
 from raydp_synth.methods.dpgan import DPGAN
 from raydp_synth.methods.dpgan.loop import METRIC_ALLOWLIST, build_networks, model_labels, run_dpgan
 from raydp_synth.methods.privimage.config import PrivImageDConfig, PrivImageGConfig
-from raydp_synth.methods.privimage.diffusion import DDPMSchedule, ddim_sample, denoiser_record_grads
+from raydp_synth.methods.privimage.diffusion import DDPMSchedule, ddim_sample
 from raydp_synth.methods.privimage.diffusion_loop import DENOISER, build_denoiser, run_privimage_d
 from raydp_synth.methods.privimage.diffusion_loop import METRIC_ALLOWLIST as DIFFUSION_METRICS
 from raydp_synth.methods.privimage.semantics import (
@@ -43,16 +42,26 @@ from raydp_synth.methods.privimage.semantics import (
 )
 from raydp_synth.methods.registry import register_method
 from raydp_synth.privacy.calibration import MechanismSpec
-from raydp_synth.privacy.dp_sgd import clipped_sum
-from raydp_synth.privacy.sampling import shard_indices
-from raydp_synth.train.context import WorkerContext, derived_seed
+from raydp_synth.privacy.records import RecordBatch
+from raydp_synth.train.context import WorkerContext
 
 __all__ = ["DEFAULT_PUBLIC", "SEMANTIC_QUERY", "PrivImageD", "PrivImageDConfig", "PrivImageG",
-           "PrivImageGConfig", "pretraining_set", "release_semantics"]
+           "PrivImageGConfig", "pretraining_set", "release_semantics",
+           "semantic_query_pre_noise"]
 
 SEMANTIC_QUERY = "semantic_query"
 DEFAULT_PUBLIC = {"digits": "digits:fraction=0.3"}
 _DPGAN = DPGAN()
+
+
+def semantic_query_pre_noise(query: SemanticQuery, config: Any, num_classes: int,
+                             batch: RecordBatch) -> torch.Tensor:
+    """The semantic query's pre-noise sum: the histogram (flattened, every class
+    row) of the records' top-k1 semantics. Record i adds k1 ones to its own class's
+    row, computed from record i and the public query alone: sensitivity sqrt(k1)."""
+    top = query.top_k(batch.images.cpu().numpy(), config.k1)
+    return semantic_histogram(top, batch.labels.cpu().numpy(), num_semantics=query.num_semantics,
+                              num_classes=num_classes, conditional=config.conditional).flatten()
 
 
 def release_semantics(ctx: WorkerContext, query: SemanticQuery) -> torch.Tensor:
@@ -61,12 +70,16 @@ def release_semantics(ctx: WorkerContext, query: SemanticQuery) -> torch.Tensor:
     std is that mechanism's multiplier times its sensitivity sqrt(k1), the same
     numbers the accountant charged."""
     cfg: PrivImageGConfig = ctx.config
-    shard = shard_indices(len(ctx.train), rank=ctx.rank, world_size=ctx.world_size)
-    top = query.top_k(ctx.train.images[shard], cfg.k1)
-    local = semantic_histogram(top, ctx.train.labels[shard], num_semantics=query.num_semantics,
-                               num_classes=ctx.data.num_classes, conditional=cfg.conditional)
+    k = ctx.data.num_classes
+
+    def pre_noise(batch: RecordBatch) -> torch.Tensor:
+        return semantic_query_pre_noise(query, cfg, k, batch)
+
+    local = ctx.pre_noise_sum(SEMANTIC_QUERY, pre_noise, ctx.sampler(SEMANTIC_QUERY).sample())
     mech = ctx.plan.mechanism(SEMANTIC_QUERY)
-    return release_semantic_distribution(local, noise_multiplier=mech.noise_multiplier,
+    rows = k if cfg.conditional else 1
+    return release_semantic_distribution(local.view(rows, query.num_semantics),
+                                         noise_multiplier=mech.noise_multiplier,
                                          sensitivity=mech.sensitivity,
                                          generator=ctx.noise_generator)
 
@@ -89,25 +102,6 @@ def pretraining_set(ctx: WorkerContext, method: str) -> ImageDataset:
 def _query_spec(config: Any) -> MechanismSpec:
     return MechanismSpec(name=SEMANTIC_QUERY, sample_rate=None, num_steps=1,
                          sensitivity=math.sqrt(config.k1), share=config.query_share)
-
-
-def _query_release(config: Any, data: DataInfo, seed: int) -> PreNoiseRelease:
-    """The query's pre-noise histogram, with Q trained on a stand-in public set."""
-    gen = np.random.default_rng(seed)  # noise images of 5 semantics
-    stand_in = ImageDataset(
-        images=gen.uniform(-1, 1, (50, data.channels, data.image_size, data.image_size))
-        .astype(np.float32),
-        labels=np.arange(50) % 5, num_classes=data.num_classes, name="stand-in", public=True)
-    query = SemanticQuery(stand_in, seed=seed)
-
-    def histogram(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return semantic_histogram(query.top_k(images.numpy(), config.k1), labels.numpy(),
-                                  num_semantics=query.num_semantics,
-                                  num_classes=data.num_classes,
-                                  conditional=config.conditional).flatten()
-
-    return PreNoiseRelease(mechanism=SEMANTIC_QUERY, compute=histogram,
-                           sensitivity=math.sqrt(config.k1))
 
 
 class _PrivImage(Method):
@@ -147,12 +141,6 @@ class PrivImageG(_PrivImage):
                rng: torch.Generator) -> torch.Tensor:
         return super().sample(generator, config, model_labels(config.fine_tuning(), labels), rng=rng)
 
-    def pre_noise_releases(
-        self, config: PrivImageGConfig, data: DataInfo, *, seed: int
-    ) -> list[PreNoiseRelease]:
-        (critic,) = _DPGAN.pre_noise_releases(config.fine_tuning(), data, seed=seed)
-        return [_query_release(config, data, seed), critic]
-
 
 class PrivImageD(_PrivImage):
     """PrivImage+D: the diffusion variant (compact U-Net, DDPM, DDIM sampling)."""
@@ -183,30 +171,6 @@ class PrivImageD(_PrivImage):
         shape = (generator.inp.in_channels, config.image_size, config.image_size)
         return ddim_sample(generator, DDPMSchedule(config.diffusion_steps), labels, shape=shape,
                            steps=config.sample_steps, rng=rng)
-
-    def pre_noise_releases(
-        self, config: PrivImageDConfig, data: DataInfo, *, seed: int
-    ) -> list[PreNoiseRelease]:
-        torch.manual_seed(seed)
-        model = build_denoiser(config, data.channels, data.num_classes)
-        schedule = DDPMSchedule(config.diffusion_steps)
-
-        def denoiser_sum(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            # Each record's draws come from a seed tied to the record (public randomness).
-            ts, noises = [], []
-            for x in images:
-                gen = torch.Generator().manual_seed(derived_seed(seed, x.numpy().tobytes()))
-                ts.append(torch.randint(config.diffusion_steps, (config.multiplicity,), generator=gen))
-                noises.append(torch.randn(config.multiplicity, *x.shape, generator=gen))
-            m = config.multiplicity
-            grads = denoiser_record_grads(
-                model, schedule, images, labels if config.conditional else torch.zeros_like(labels),
-                torch.stack(ts) if ts else torch.zeros(0, m, dtype=torch.long),
-                torch.stack(noises) if noises else torch.zeros(0, m, *images.shape[1:]))
-            return clipped_sum(grads, max_grad_norm=config.clip)
-
-        return [_query_release(config, data, seed),
-                PreNoiseRelease(mechanism=DENOISER, compute=denoiser_sum, sensitivity=config.clip)]
 
 
 register_method(PrivImageG())

@@ -3,8 +3,10 @@
 1. Pre-training (no privacy cost): DDPM training of the U-Net on the selected public
    images (relabelled per class), public randomness identical on every rank.
 2. DP-SGD fine-tuning, mechanism ``denoiser``: Poisson sample of rate q (secret
-   seed), per-record gradients of the record's loss averaged over its m draws,
-   clipped to C, summed, noised once with N(0, sigma^2 C^2), divided by qN; Adam.
+   seed); :func:`denoiser_pre_noise`, the one function that reads the records:
+   per-record gradients of the record's loss averaged over its m (timestep, noise)
+   draws, which are the record's own secret draws, clipped to C and summed; then
+   noised once with N(0, sigma^2 C^2), divided by qN; Adam.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from raydp_synth.methods.privimage.diffusion import (
     denoiser_record_grads,
     denoising_loss,
 )
-from raydp_synth.privacy.dp_sgd import private_gradient
-from raydp_synth.privacy.sampling import PoissonSampler, shard_indices
-from raydp_synth.train.context import WorkerContext, derived_seed
+from raydp_synth.privacy.dp_sgd import clipped_sum, noised_gradient
+from raydp_synth.privacy.records import RecordBatch, derived_seed
+from raydp_synth.train.context import WorkerContext
 from raydp_synth.train.distributed import broadcast_parameters_
 
-__all__ = ["DENOISER", "METRIC_ALLOWLIST", "build_denoiser", "run_privimage_d"]
+__all__ = ["DENOISER", "METRIC_ALLOWLIST", "build_denoiser", "denoiser_pre_noise", "run_privimage_d"]
 
 DENOISER = "denoiser"
 
@@ -45,11 +47,21 @@ def _labels(config: PrivImageDConfig, labels: torch.Tensor) -> torch.Tensor:
     return labels if config.conditional else torch.zeros_like(labels)
 
 
-def _draws(count: int, config: PrivImageDConfig, shape: tuple[int, ...], rng: torch.Generator
-           ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(t [count, m], noise [count, m, *shape])``: data-independent draws."""
-    t = torch.randint(config.diffusion_steps, (count, config.multiplicity), generator=rng)
-    return t, torch.randn(count, config.multiplicity, *shape, generator=rng)
+def denoiser_pre_noise(model: UNet, schedule: DDPMSchedule, config: PrivImageDConfig,
+                       batch: RecordBatch) -> torch.Tensor:
+    """The denoiser mechanism's pre-noise sum: ``sum_i clip_C(g_i)``, ``g_i`` the
+    gradient of record i's denoising loss averaged over its m (timestep, noise)
+    draws. The draws are record i's own (:meth:`RecordBatch.randint`,
+    :meth:`RecordBatch.normal`: the mechanism's secret seed, the release, record i's
+    key), and the U-Net has no batch statistics (GroupNorm), so record i's term
+    depends on record i alone: sensitivity C."""
+    m = config.multiplicity
+    t = batch.randint("timestep", config.diffusion_steps, m)
+    noise = batch.normal("noise", m, *batch.images.shape[1:])
+    grads = denoiser_record_grads(model, schedule, batch.images, _labels(config, batch.labels),
+                                  t, noise)
+    return clipped_sum(grads, max_grad_norm=config.clip,
+                       shapes=[p.shape for p in model.parameters()])
 
 
 def pretrain(model: UNet, opt: torch.optim.Optimizer, schedule: DDPMSchedule,
@@ -88,25 +100,22 @@ def run_privimage_d(ctx: WorkerContext, selected: ImageDataset, *,
     ctx.log(f"[privimage-d] pre-trained {cfg.pretrain_iters} iterations on {len(selected)} "
             f"selected public images (loss {pretrain_loss:.4f})")
 
-    images, labels = torch.as_tensor(ctx.train.images), torch.as_tensor(ctx.train.labels)
-    shard = shard_indices(len(ctx.train), rank=ctx.rank, world_size=ctx.world_size)
-    sampler = PoissonSampler(shard, sample_rate=mech.sample_rate,
-                             generator=ctx.secret_generator("sample", DENOISER))
-    draws = ctx.generator("privimage-d-draws")
+    if abs(mech.sensitivity - cfg.clip) > 1e-12:
+        raise RuntimeError(f"the plan's denoiser sensitivity {mech.sensitivity} is not clip={cfg.clip}")
+    sampler = ctx.sampler(DENOISER)
     expected = mech.sample_rate * data.num_records
-    shape = tuple(ctx.train.images.shape[1:])
     shapes = [p.shape for p in params]
     steps_per_epoch = max(1, math.ceil(1 / mech.sample_rate))
     checkpoint_every = max(1, math.ceil(mech.num_steps / steps_per_epoch / 10))
+
+    def pre_noise(batch: RecordBatch) -> torch.Tensor:
+        return denoiser_pre_noise(model, schedule, cfg, batch)
+
     for step in range(1, mech.num_steps + 1):
-        idx = sampler.sample()
-        x, y = images[idx].to(device), _labels(cfg, labels[idx]).to(device)
-        t, noise = _draws(len(idx), cfg, shape, draws)
-        grads = denoiser_record_grads(model, schedule, x, y, t.to(device), noise.to(device))
-        released = private_gradient(grads, max_grad_norm=mech.sensitivity,
-                                    noise_multiplier=mech.noise_multiplier,
-                                    expected_batch_size=expected, generator=ctx.noise_generator,
-                                    shapes=shapes)
+        summed = ctx.pre_noise_sum(DENOISER, pre_noise, sampler.sample())
+        released = noised_gradient(summed, noise_std=mech.noise_multiplier * mech.sensitivity,
+                                   expected_batch_size=expected, generator=ctx.noise_generator,
+                                   shapes=shapes)
         for p, g in zip(params, released, strict=True):
             p.grad = g.to(p)
         opt.step()
