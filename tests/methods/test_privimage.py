@@ -3,7 +3,9 @@ selection as post-processing, public data required, and the loop."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import warnings
 
 import dp_accounting as dpa
 import numpy as np
@@ -186,3 +188,39 @@ def test_diffusion_loop_runs_its_plan_and_samples_with_ddim(digits) -> None:
     assert images.shape == (10, 1, 16, 16) and images.abs().max() <= 1
     again = DIFFUSION.sample(model, config, torch.arange(10), rng=torch.Generator().manual_seed(0))
     assert torch.equal(images, again)  # DDIM (eta = 0) is deterministic given x_T
+
+
+def _selection_context(config, info, train, public, lines: list[str]) -> WorkerContext:
+    plan = DIFFUSION.plan(config, epsilon=10.0, delta=1e-5, data=info)
+    return WorkerContext(config=config, plan=plan, data=info, train=train, rank=0, world_size=1,
+                         device=torch.device("cpu"), noise_generator=torch.Generator().manual_seed(0),
+                         report=lambda m, s: None, log=lines.append, dp_seed=1, public=public)
+
+
+def test_selection_prints_the_released_distribution_and_warns_when_classes_collapse(digits) -> None:
+    """Public data of two semantics cannot give ten classes distinct selections: the
+    run warns (or, with strict_selection, stops) and prints each class's choice."""
+    from raydp_synth.methods.privimage import pretraining_set
+    from raydp_synth.methods.privimage.semantics import SelectionCollapsed, collapsed_classes
+
+    train, public, info = digits
+    two = public.labels < 2
+    narrow = ImageDataset(images=public.images[two], labels=public.labels[two], num_classes=10,
+                          name="two digits", public=True)
+    narrow_info = dataclasses.replace(info, public_records=len(narrow))
+    lines: list[str] = []
+    config = DIFFUSION.make_config({"pretrain_iters": 0}, narrow_info)
+    with pytest.warns(UserWarning, match="selected the same public semantics"):
+        pretraining_set(_selection_context(config, narrow_info, train, narrow, lines), "privimage-d")
+    assert sum(line.count("class ") for line in lines if "chose" in line) == 10
+    assert any("WARNING" in line for line in lines)
+    strict = DIFFUSION.make_config({"pretrain_iters": 0, "strict_selection": True}, narrow_info)
+    with pytest.raises(SelectionCollapsed, match="strict_selection"):
+        pretraining_set(_selection_context(strict, narrow_info, train, narrow, []), "privimage-d")
+    # The documented digits declaration gives every class its own digit: no warning.
+    lines.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pretraining_set(_selection_context(DIFFUSION.make_config({}, info), info, train, public,
+                                           lines), "privimage-d")
+    assert collapsed_classes(np.array([[1], [2], [1], [3]])) == [[0, 2]]

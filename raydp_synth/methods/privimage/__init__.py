@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,7 +36,10 @@ from raydp_synth.methods.privimage.diffusion import DDPMSchedule, ddim_sample
 from raydp_synth.methods.privimage.diffusion_loop import DENOISER, build_denoiser, run_privimage_d
 from raydp_synth.methods.privimage.diffusion_loop import METRIC_ALLOWLIST as DIFFUSION_METRICS
 from raydp_synth.methods.privimage.semantics import (
+    SelectionCollapsed,
     SemanticQuery,
+    collapsed_classes,
+    describe_selection,
     release_semantic_distribution,
     select_public,
     semantic_histogram,
@@ -94,8 +98,20 @@ def pretraining_set(ctx: WorkerContext, method: str) -> ImageDataset:
     noisy = release_semantics(ctx, query)
     selected, chosen = select_public(noisy, ctx.public, query.public_semantics, k2=cfg.k2,
                                      conditional=cfg.conditional, num_classes=ctx.data.num_classes)
-    ctx.log(f"[{method}] semantic query released; {len(selected)} public images selected "
-            f"(semantics per class: {query.semantics[chosen].tolist()})")
+    ctx.log(f"[{method}] semantic query released; {len(selected)} public images selected; "
+            "the released semantic distribution:")
+    for line in describe_selection(noisy, query.semantics, chosen):
+        ctx.log(f"[{method}]   {line}")
+    collapsed = collapsed_classes(chosen) if cfg.conditional else []
+    if collapsed:
+        message = (f"{method}: classes {collapsed} selected the same public semantics, so they "
+                   "pre-train on the same images; the public data (or its semantic query) may "
+                   "not fit this dataset. Declare public data closer to it, raise k2, or set "
+                   "strict_selection=true to stop on this")
+        if cfg.strict_selection:
+            raise SelectionCollapsed(message)
+        warnings.warn(message, stacklevel=2)
+        ctx.log(f"[{method}] WARNING: {message}")
     return selected
 
 

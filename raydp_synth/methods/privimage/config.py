@@ -27,6 +27,8 @@ class PrivImageGConfig:
             left the query's noise std at 66 and most classes chose a wrong digit;
             0.1 gives std 9 for +1% noise on the fine-tuning.
         pretrain_iters: non-private WGAN-GP iterations on the selected public data.
+        strict_selection: stop the run when classes collapse onto the same public
+            semantics (otherwise a warning).
         capacity, latent_dim: the GAN's size (the WGAN-GP critic/generator shared
             with dpgan and dpwgan; the paper's small GAN is a DCGAN of the Opacus
             example, see docs/privacy.md).
@@ -46,6 +48,7 @@ class PrivImageGConfig:
     k2: int = 1
     query_share: float = 0.1
     pretrain_iters: int = 300
+    strict_selection: bool = False
     capacity: int = 16
     latent_dim: int = 128
     batch_size: int = 128
@@ -89,8 +92,8 @@ class PrivImageDConfig:
 
     Attributes:
         image_size: side of the images (a multiple of 4: two downsamplings).
-        k1, k2, query_share, pretrain_iters, public_batch_size, conditional: as in
-            :class:`PrivImageGConfig`.
+        k1, k2, query_share, pretrain_iters, public_batch_size, conditional,
+            strict_selection: as in :class:`PrivImageGConfig`.
         width: channels of the U-Net's first level (the second has 2x).
         batch_size, epochs: expected batch B (q = B/n) and length of the DP-SGD
             fine-tuning of the denoiser.
@@ -113,6 +116,7 @@ class PrivImageDConfig:
     pretrain_lr: float = 1e-3
     public_batch_size: int = 64
     conditional: bool = True
+    strict_selection: bool = False
     width: int = 16
     batch_size: int = 128
     epochs: float = 10.0

@@ -29,8 +29,12 @@ import torch
 from raydp_synth.data import ImageDataset
 from raydp_synth.privacy.noise import noisy_sum
 
-__all__ = ["SemanticQuery", "release_semantic_distribution", "select_public",
-           "semantic_histogram"]
+__all__ = ["SelectionCollapsed", "SemanticQuery", "collapsed_classes", "describe_selection",
+           "release_semantic_distribution", "select_public", "semantic_histogram"]
+
+
+class SelectionCollapsed(RuntimeError):
+    """Several classes selected the same public semantics (``strict_selection``)."""
 
 
 class SemanticQuery:
@@ -109,3 +113,31 @@ def select_public(noisy: torch.Tensor, public: ImageDataset, public_semantics: n
     selected = ImageDataset(images=np.concatenate(images), labels=np.concatenate(labels),
                             num_classes=num_classes, name=f"{public.name} (selected)", public=True)
     return selected, chosen
+
+
+def collapsed_classes(chosen: np.ndarray) -> list[list[int]]:
+    """Groups (two or more classes each) that selected the same set of semantics.
+
+    A class-conditional pre-training set is only as good as the classes' distinct
+    selections: classes that collapse onto the same public images pre-train the
+    same thing (seen with a semantic query trained on upscaled 8x8 digits and
+    applied to MNIST: all ten classes chose the images of one digit).
+    """
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for row, semantics in enumerate(np.asarray(chosen)):
+        groups.setdefault(tuple(sorted(int(s) for s in semantics)), []).append(row)
+    return [rows for rows in groups.values() if len(rows) > 1]
+
+
+def describe_selection(noisy: torch.Tensor, semantics: np.ndarray, chosen: np.ndarray, *,
+                       top: int = 3) -> list[str]:
+    """One line per class: its chosen semantics and its largest noisy counts. The
+    counts are the DP release itself (post-processing), safe to print."""
+    values = noisy.double().numpy()
+    lines = []
+    for row, picked in enumerate(np.asarray(chosen)):
+        order = np.argsort(-values[row], kind="stable")[:top]
+        counts = ", ".join(f"{semantics[s]}: {values[row, s]:.1f}" for s in order)
+        lines.append(f"class {row}: chose {[semantics[s].item() for s in picked]} "
+                     f"(largest noisy counts {counts})")
+    return lines
