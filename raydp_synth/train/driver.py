@@ -50,6 +50,7 @@ from raydp_synth.release.bundle import (
     validate_synthetic_samples,
 )
 from raydp_synth.train.context import derived_seed
+from raydp_synth.train.ray_session import threads_for
 from raydp_synth.train.worker import CHECKPOINT_METRICS, CHECKPOINT_STATE, train_loop_per_worker
 
 __all__ = [
@@ -219,7 +220,7 @@ def fit_on_ray_train(
         "use_gpu": use_gpu,
         # A reference, not the value: the secret never enters a persisted config.
         "dp_seed_ref": ray.put(dp_seed),
-        "threads_per_worker": max(1, int(cpus_per_worker)),
+        "threads_per_worker": threads_for(cpus_per_worker),
     }
     trainer = TorchTrainer(
         train_loop_per_worker,
@@ -301,7 +302,7 @@ def _run_training(request: TrainRequest) -> RunResult:
         plan = method.plan(config, epsilon=request.epsilon, delta=request.delta, data=data,
                            score_share=score_share)
     _check_out(request.out.resolve())  # before starting Ray: cheap checks first
-    from raydp_synth.train.ray_session import ensure_ray
+    from raydp_synth.train.ray_session import ensure_ray, largest_node_cpus, worker_cpu_share
 
     total_cpus = ensure_ray()
     import ray
@@ -335,7 +336,9 @@ def _run_training(request: TrainRequest) -> RunResult:
     state, metrics = fit_on_ray_train(
         method=method.name, config=config, data=data, plan=plan, dataset=str(request.dataset),
         data_seed=request.seed, dp_seed=dp_seed, public=declared, workers=request.workers,
-        use_gpu=request.use_gpu, cpus_per_worker=min(1.0, total_cpus / request.workers),
+        use_gpu=request.use_gpu,
+        cpus_per_worker=worker_cpu_share(total_cpus=total_cpus, largest_node=largest_node_cpus(),
+                                         workers=request.workers),
         storage=out / "ray", name="train",
     )
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,7 +33,11 @@ from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER, DEFAULT_S
 if TYPE_CHECKING:
     from raydp_synth.tune.search_space import SearchSpace
 
-__all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "first_points", "run_study"]
+__all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "first_points", "optuna_search",
+           "run_study"]
+
+#: CPUs of a trial's driver process (it only waits on its Ray Train run).
+TRIAL_DRIVER_CPUS = 0.01
 
 SELECTIONS = ("compose", "random-stopping")
 SAMPLERS = ("tpe", "random")
@@ -58,7 +63,8 @@ class StudyRequest:
         storage: parent folder of study directories (shared storage on a cluster).
         name: study name (folder, accountant actor name).
         resume: continue an interrupted study (same ledger).
-        seed: public seed (data split, initialisation, the sampler).
+        seed: public seed (data split, initialisation; the sampler under compose:
+            random stopping's sampler has a secret seed, see :func:`optuna_search`).
         public: data declared public, used without noise by the method (see
             :mod:`raydp_synth.data.public`); not covered by the guarantee.
         score_share, score_classifier, public_validation: the selection score.
@@ -145,7 +151,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
     from raydp_synth.privacy.accounting import validate_delta
     from raydp_synth.privacy.events import event_to_json
     from raydp_synth.tune.planning import reference_plan
-    from raydp_synth.tune.search_space import load_search_space, make_sampler
+    from raydp_synth.tune.search_space import load_search_space
 
     method = get_method(request.method)
     shape = parse_distribution(request.distribution)
@@ -186,7 +192,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
     for note in space.notes:
         print(f"[raydp_synth] search space: {note}")
 
-    from raydp_synth.train.ray_session import ensure_ray
+    from raydp_synth.train.ray_session import ensure_ray, largest_node_cpus, worker_cpu_share
 
     total_cpus = ensure_ray()
     import ray
@@ -198,7 +204,6 @@ def _run_study(request: StudyRequest) -> StudyResult:
     from ray import tune
     from ray.tune.schedulers import FIFOScheduler
     from ray.tune.search import ConcurrencyLimiter
-    from ray.tune.search.optuna import OptunaSearch
 
     from raydp_synth.accountant import get_or_create_accountant
     from raydp_synth.tune.searcher import BudgetAwareSearch
@@ -218,8 +223,9 @@ def _run_study(request: StudyRequest) -> StudyResult:
             "reference_plan": reference.to_dict() if reference is not None else None,
         }, indent=2))
     concurrent = request.max_concurrent
-    cpus_per_worker = max(0.05, min(1.0, (total_cpus - 0.01 * concurrent)
-                                    / (concurrent * request.workers_per_trial)))
+    cpus_per_worker = worker_cpu_share(total_cpus=total_cpus, largest_node=largest_node_cpus(),
+                                       workers=request.workers_per_trial, concurrent=concurrent,
+                                       driver_cpus=TRIAL_DRIVER_CPUS)
     payload = {
         "name": name, "study_dir": str(study_dir), "method": method.name,
         "data_info": data.__dict__, "dataset": request.dataset, "seed": request.seed,
@@ -234,14 +240,8 @@ def _run_study(request: StudyRequest) -> StudyResult:
     # Per-epoch reports carry the training metrics; the score comes with the last one.
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     trainable = tune.with_resources(tune.with_parameters(run_trial, study=payload),
-                                    {"CPU": 0.01})
-    # TPE's default of 10 random start-up trials would make a small study a random search.
-    startup = min(10, max(2, request.trials // 3)) if request.sampler == "tpe" else None
-    optuna_search = OptunaSearch(space=space.define_by_run, metric="score", mode="max",
-                                 sampler=make_sampler(request.sampler, request.seed,
-                                                      n_startup_trials=startup),
-                                 points_to_evaluate=first_points(request, space, default))
-    searcher = ConcurrencyLimiter(BudgetAwareSearch(optuna_search, name),
+                                    {"CPU": TRIAL_DRIVER_CPUS})
+    searcher = ConcurrencyLimiter(BudgetAwareSearch(optuna_search(request, space, default), name),
                                   max_concurrent=concurrent)
     # compose: at most N_max trials. random-stopping: exactly K (secret, in the
     # accountant) trials: no cap (a cap would run min(K, cap), which the theorem does
@@ -301,6 +301,48 @@ def first_points(request: StudyRequest, space: SearchSpace,
         return None
     point = space.default_point(config_to_dict(default))
     return [point] if point else None
+
+
+def optuna_search(request: StudyRequest, space: SearchSpace, default: Any) -> Any:
+    """The study's Optuna searcher (Ray Tune's ``OptunaSearch``), before the budget
+    and concurrency wrappers: the space, the sampler and the first points.
+
+    The sampler's seed depends on the selection:
+
+    * ``compose``: the public ``--seed``, so that a study can be reproduced.
+      Composition prices every granted plan whatever chose it, so a public (even
+      adaptive) choice of configurations costs nothing.
+    * ``random-stopping``: a fresh seed from OS entropy, drawn here, for every
+      sampler built (a new study, or a resume whose Tune state is gone). Papernot
+      & Steinke (2022, "Hyperparameter Tuning with Renyi Differential Privacy",
+      Theorems 2 and 6) price the best of K runs as if K were secret and every run
+      an i.i.d. draw of the same mechanism, hyperparameters included. With a public
+      seed anyone could replay the sampler's sequence: the released configuration
+      would give away its index among the trials, a lower bound on the secret K
+      (that the release is the best of at least that many), and a resume without
+      Tune's state would re-run the same configurations instead of fresh draws.
+      Hence the seed is kept by nothing but the sampler itself and written nowhere
+      (not in study.json, the ledger, the trials' payload, a log or a metric). Ray
+      Tune does pickle the searcher, and so the sampler's random state, into the
+      experiment directory for its own resume; that is curator-only state in the
+      owner-only study directory (like K in the ledger), never part of a release.
+
+    Like K (drawn by the accountant, also from OS entropy), this seed depends
+    neither on the data nor on ``--seed``.
+    """
+    from ray.tune.search.optuna import OptunaSearch
+
+    from raydp_synth.tune.search_space import make_sampler
+
+    # TPE's default of 10 random start-up trials would make a small study a random search.
+    startup = min(10, max(2, request.trials // 3)) if request.sampler == "tpe" else None
+    sampler = make_sampler(
+        request.sampler,
+        request.seed if request.selection == "compose" else secrets.randbits(63),
+        n_startup_trials=startup,
+    )
+    return OptunaSearch(space=space.define_by_run, metric="score", mode="max",
+                        sampler=sampler, points_to_evaluate=first_points(request, space, default))
 
 
 def _restored_tuner(study_dir: Path, trainable: Any) -> Any:

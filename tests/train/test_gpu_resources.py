@@ -50,3 +50,22 @@ def test_a_gpu_study_on_a_cpu_only_ray_is_one_clear_line(ray_local, capsys, tmp_
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --use-gpu asks for 1 GPU") and "\n" not in err
     assert not any(tmp_path.iterdir()), "a refused study wrote files"
+
+
+def test_worker_threads_follow_the_worker_cpu_share() -> None:
+    """A worker gets its share of the cluster's CPUs, and as many torch threads as
+    whole CPUs in it (a 1-worker run on a 16-core GPU machine used one thread)."""
+    from raydp_synth.train.ray_session import threads_for, worker_cpu_share
+
+    one = worker_cpu_share(total_cpus=16, largest_node=16, workers=1)
+    assert one == 16 and threads_for(one) == 16
+    two = worker_cpu_share(total_cpus=16, largest_node=16, workers=2)
+    assert two == 8 and threads_for(two) == 8
+    packed = worker_cpu_share(total_cpus=16, largest_node=16, workers=1, concurrent=4,
+                              driver_cpus=0.01)
+    assert packed == pytest.approx(3.99) and threads_for(packed) == 3
+    # A worker lives on one node; tiny shares still start; a fraction is one thread.
+    assert worker_cpu_share(total_cpus=4, largest_node=1, workers=1) == 1
+    assert worker_cpu_share(total_cpus=1, largest_node=1, workers=4, concurrent=8) == 0.05
+    assert threads_for(0.5) == 1
+    assert threads_for(worker_cpu_share(total_cpus=2, largest_node=2, workers=1)) == 2
