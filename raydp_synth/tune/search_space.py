@@ -283,13 +283,17 @@ _FIELDS: dict[str, tuple[set[str], set[str]]] = {  # type -> (required, optional
 
 
 def make_sampler(
-    kind: str, seed: int, *, n_startup_trials: int | None = None
+    kind: str, seed: int | Sequence[int], *, n_startup_trials: int | None = None
 ) -> optuna.samplers.BaseSampler:
     """The Optuna sampler of a study: ``"tpe"`` (adaptive) or ``"random"``.
 
     Args:
         kind: one of :data:`SAMPLER_KINDS`.
-        seed: the sampler's seed (a seeded sampler draws the same sequence of trials).
+        seed: the sampler's seed (a seeded sampler draws the same sequence of trials):
+            an int below 2**32 or a list of such words (NumPy's ``RandomState`` seeds).
+            Public under compose; random stopping needs a secret one, drawn from OS
+            entropy and written nowhere (:func:`raydp_synth.tune.study.optuna_search`
+            builds the study's sampler and states why).
         n_startup_trials: TPE only: random trials before TPE starts modelling (Optuna's
             default is 10, so a study of 10 trials or fewer is a random search).
 

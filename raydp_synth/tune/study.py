@@ -312,15 +312,16 @@ def optuna_search(request: StudyRequest, space: SearchSpace, default: Any) -> An
     * ``compose``: the public ``--seed``, so that a study can be reproduced.
       Composition prices every granted plan whatever chose it, so a public (even
       adaptive) choice of configurations costs nothing.
-    * ``random-stopping``: a fresh seed from OS entropy, drawn here, for every
-      sampler built (a new study, or a resume whose Tune state is gone). Papernot
-      & Steinke (2022, "Hyperparameter Tuning with Renyi Differential Privacy",
-      Theorems 2 and 6) price the best of K runs as if K were secret and every run
-      an i.i.d. draw of the same mechanism, hyperparameters included. With a public
-      seed anyone could replay the sampler's sequence: the released configuration
-      would give away its index among the trials, a lower bound on the secret K
-      (that the release is the best of at least that many), and a resume without
-      Tune's state would re-run the same configurations instead of fresh draws.
+    * ``random-stopping``: a fresh 128-bit seed from OS entropy (:mod:`secrets`),
+      drawn here, for every sampler built (a new study, or a resume whose Tune
+      state is gone). Papernot & Steinke (2022, "Hyperparameter Tuning with Renyi
+      Differential Privacy", Theorems 2 and 6) price the best of K runs as if K
+      were secret and every run an i.i.d. draw of the same mechanism,
+      hyperparameters included. With a public seed anyone could replay the
+      sampler's sequence: the released configuration would give away its index
+      among the trials, a lower bound on the secret K (that the release is the
+      best of at least that many), and a resume without Tune's state would re-run
+      the same configurations instead of fresh draws.
       Hence the seed is kept by nothing but the sampler itself and written nowhere
       (not in study.json, the ledger, the trials' payload, a log or a metric). Ray
       Tune does pickle the searcher, and so the sampler's random state, into the
@@ -328,7 +329,11 @@ def optuna_search(request: StudyRequest, space: SearchSpace, default: Any) -> An
       owner-only study directory (like K in the ledger), never part of a release.
 
     Like K (drawn by the accountant, also from OS entropy), this seed depends
-    neither on the data nor on ``--seed``.
+    neither on the data nor on ``--seed``. It is four 32-bit words, not one int:
+    Optuna's RandomSampler seeds a NumPy ``RandomState``, whose int seed must be
+    below 2**32, and 32 bits could be searched exhaustively (replay every seed,
+    look for the released configuration); a word list seeds its whole state
+    (``init_by_array``).
     """
     from ray.tune.search.optuna import OptunaSearch
 
@@ -336,9 +341,11 @@ def optuna_search(request: StudyRequest, space: SearchSpace, default: Any) -> An
 
     # TPE's default of 10 random start-up trials would make a small study a random search.
     startup = min(10, max(2, request.trials // 3)) if request.sampler == "tpe" else None
+    # random-stopping: the secret seed (see above); never bind it to a name, log or store it.
     sampler = make_sampler(
         request.sampler,
-        request.seed if request.selection == "compose" else secrets.randbits(63),
+        request.seed if request.selection == "compose"
+        else [secrets.randbits(32) for _ in range(4)],
         n_startup_trials=startup,
     )
     return OptunaSearch(space=space.define_by_run, metric="score", mode="max",
