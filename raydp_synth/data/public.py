@@ -24,12 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from raydp_synth.data.dataset import DatasetSplits, ImageDataset
-from raydp_synth.data.spec import load_dataset, load_raw, parse_dataset_spec
+from raydp_synth.data.spec import absolute_spec, load_dataset, load_raw, parse_dataset_spec
 from raydp_synth.data.splits import record_uniforms
 from raydp_synth.data.transforms import resize_uint8, to_unit_range
 from raydp_synth.errors import DataError
 
-__all__ = ["PublicDeclaration", "load_public_records", "load_training_data", "parse_public_spec"]
+__all__ = ["PublicDeclaration", "absolute_public_spec", "load_public_records", "load_training_data",
+           "parse_public_spec"]
 
 _FRACTION = ":fraction="
 _PUBLIC_PERSON = b"raydp-public-v1"
@@ -68,6 +69,15 @@ def parse_public_spec(text: str) -> PublicDeclaration:
         raise DataError(f"--public {text}: fraction must be a number strictly between 0 and 1; "
                         "write e.g. digits:fraction=0.02")
     return PublicDeclaration(dataset=str(parse_dataset_spec(spec)), fraction=fraction)
+
+
+def absolute_public_spec(text: str | None) -> str | None:
+    """``--public`` with a local location made absolute (see
+    :func:`~raydp_synth.data.spec.absolute_spec`); ``None`` stays ``None``."""
+    if text is None:
+        return None
+    declared = parse_public_spec(text)
+    return str(PublicDeclaration(dataset=absolute_spec(declared.dataset), fraction=declared.fraction))
 
 
 def _public_part(images: np.ndarray, labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:

@@ -34,6 +34,7 @@ __all__ = [
     "DATASET_KINDS",
     "DIGITS_CLASSES",
     "DatasetSpec",
+    "absolute_spec",
     "load_dataset",
     "load_raw",
     "parse_dataset_spec",
@@ -188,6 +189,23 @@ def with_num_classes(spec: str, num_classes: int | None) -> str:
             "count once"
         )
     return str(replace(parsed, num_classes=num_classes))
+
+
+def absolute_spec(spec: str) -> str:
+    """The spec with a local location made absolute (``~`` expanded), so that it names
+    the same files in a Ray worker, whose working directory is not the user's.
+    URIs with a scheme (``s3://``, ``gs://``, ``file://``) are left as they are.
+
+    Raises:
+        DataError: a malformed spec.
+    """
+    import os
+
+    parsed = parse_dataset_spec(spec)
+    location = parsed.location
+    if location is None or "://" in location:
+        return str(parsed)
+    return str(replace(parsed, location=os.path.abspath(os.path.expanduser(location))))
 
 
 def load_raw(spec: DatasetSpec, *, default_classes: int | None = None) -> RawImages:

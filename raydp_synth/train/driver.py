@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -275,7 +276,23 @@ def run_training(request: TrainRequest) -> RunResult:
         return _run_training(request)
 
 
+def with_absolute_paths(request: Any) -> Any:
+    """A train or study request whose local dataset paths (``--dataset``, ``--public``,
+    ``--public-validation``) are absolute: Ray workers do not run in the user's
+    working directory, so a relative path would name nothing there."""
+    from dataclasses import replace
+
+    from raydp_synth.data.public import absolute_public_spec
+    from raydp_synth.data.spec import absolute_spec
+
+    validation = request.public_validation
+    return replace(request, dataset=absolute_spec(str(request.dataset)),
+                   public=absolute_public_spec(request.public),
+                   public_validation=absolute_spec(validation) if validation else None)
+
+
 def _run_training(request: TrainRequest) -> RunResult:
+    request = with_absolute_paths(request)
     method = get_method(request.method)
     image_size = request.settings.get("image_size")
     try:
@@ -311,54 +328,60 @@ def _run_training(request: TrainRequest) -> RunResult:
                cluster_gpus=ray.cluster_resources().get("GPU", 0))
     out = request.out.resolve()
     _prepare_out(out)
-    print(f"[raydp_synth] {method.name} on {request.dataset}: n={data.num_records}, "
-          f"{data.image_size}x{data.image_size}x{data.channels}, {data.num_classes} classes")
-    for m in plan.mechanisms:
-        print(f"[raydp_synth]   {m.name}: sigma={m.noise_multiplier:.4g} q={m.sample_rate} "
-              f"steps={m.num_steps} sensitivity={m.sensitivity:.4g}")
-    if plan.private:
-        print(f"[raydp_synth]   plan epsilon={plan.epsilon():.4f} at delta={plan.delta:g} "
-              f"(target {request.epsilon:g})")
-    else:
-        print("[raydp_synth]   NON-PRIVATE reference run: no noise, epsilon = inf")
-    (out / "run.json").write_text(json.dumps({
-        "method": method.name, "dataset": request.dataset, "workers": request.workers,
-        "use_gpu": request.use_gpu, "seed": request.seed, "public": declared,
-        "config": config_to_dict(config),
-        "data_info": data.__dict__, "plan": plan.to_dict(), "non_private": request.non_private,
-        "score": {"classifier": request.score_classifier,
-                  "split": request.public_validation or "validation (private)"},
-    }, indent=2))
-    # The run's secret seed of its DP randomness: never written anywhere.
-    dp_seed = request.dp_seed if request.dp_seed is not None else secrets.randbits(63)
+    # Bad input found while training (e.g. a worker that cannot read the data)
+    # leaves nothing behind: the same command can be run again once it is fixed.
+    try:
+        print(f"[raydp_synth] {method.name} on {request.dataset}: n={data.num_records}, "
+              f"{data.image_size}x{data.image_size}x{data.channels}, {data.num_classes} classes")
+        for m in plan.mechanisms:
+            print(f"[raydp_synth]   {m.name}: sigma={m.noise_multiplier:.4g} q={m.sample_rate} "
+                  f"steps={m.num_steps} sensitivity={m.sensitivity:.4g}")
+        if plan.private:
+            print(f"[raydp_synth]   plan epsilon={plan.epsilon():.4f} at delta={plan.delta:g} "
+                  f"(target {request.epsilon:g})")
+        else:
+            print("[raydp_synth]   NON-PRIVATE reference run: no noise, epsilon = inf")
+        (out / "run.json").write_text(json.dumps({
+            "method": method.name, "dataset": request.dataset, "workers": request.workers,
+            "use_gpu": request.use_gpu, "seed": request.seed, "public": declared,
+            "config": config_to_dict(config),
+            "data_info": data.__dict__, "plan": plan.to_dict(), "non_private": request.non_private,
+            "score": {"classifier": request.score_classifier,
+                      "split": request.public_validation or "validation (private)"},
+        }, indent=2))
+        # The run's secret seed of its DP randomness: never written anywhere.
+        dp_seed = request.dp_seed if request.dp_seed is not None else secrets.randbits(63)
 
-    start = time.monotonic()
-    state, metrics = fit_on_ray_train(
-        method=method.name, config=config, data=data, plan=plan, dataset=str(request.dataset),
-        data_seed=request.seed, dp_seed=dp_seed, public=declared, workers=request.workers,
-        use_gpu=request.use_gpu,
-        cpus_per_worker=worker_cpu_share(total_cpus=total_cpus, largest_node=largest_node_cpus(),
-                                         workers=request.workers),
-        storage=out / "ray", name="train",
-    )
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    generator = TrainedGenerator.build(
-        method=method.name, config=config_to_dict(config), data_info=data.__dict__,
-        class_names=splits.class_names, state_dict=state["generator"],
-    )
-    score = score_generator(
-        generator, score_split, plan=plan, classifier=request.score_classifier, seed=request.seed,
-        noise_generator=torch.Generator().manual_seed(derived_seed(dp_seed, "selection_score")),
-    )
-    (out / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
-    scope = "one training run and its selection score (no hyperparameter search)"
-    facts = public_facts(data, splits.class_names, public=declared,
-                         validation_records=None if score_split.public else len(score_split),
-                         public_validation=request.public_validation)
-    statement = privacy_statement(plan, scope=scope, dataset=request.dataset, public=declared,
-                                  facts=facts)
-    write_release(out / "release", generator=generator, statement=statement,
-                  num_synthetic=request.synthetic_samples, seed=request.seed)
+        start = time.monotonic()
+        state, metrics = fit_on_ray_train(
+            method=method.name, config=config, data=data, plan=plan, dataset=str(request.dataset),
+            data_seed=request.seed, dp_seed=dp_seed, public=declared, workers=request.workers,
+            use_gpu=request.use_gpu,
+            cpus_per_worker=worker_cpu_share(total_cpus=total_cpus, largest_node=largest_node_cpus(),
+                                             workers=request.workers),
+            storage=out / "ray", name="train",
+        )
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        generator = TrainedGenerator.build(
+            method=method.name, config=config_to_dict(config), data_info=data.__dict__,
+            class_names=splits.class_names, state_dict=state["generator"],
+        )
+        score = score_generator(
+            generator, score_split, plan=plan, classifier=request.score_classifier, seed=request.seed,
+            noise_generator=torch.Generator().manual_seed(derived_seed(dp_seed, "selection_score")),
+        )
+        (out / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
+        scope = "one training run and its selection score (no hyperparameter search)"
+        facts = public_facts(data, splits.class_names, public=declared,
+                             validation_records=None if score_split.public else len(score_split),
+                             public_validation=request.public_validation)
+        statement = privacy_statement(plan, scope=scope, dataset=request.dataset, public=declared,
+                                      facts=facts)
+        write_release(out / "release", generator=generator, statement=statement,
+                      num_synthetic=request.synthetic_samples, seed=request.seed)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
     epsilon = statement["epsilon"]
     print(f"[raydp_synth] trained in {time.monotonic() - start:.0f}s; release written to "
           f"{out / 'release'} ("

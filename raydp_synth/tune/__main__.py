@@ -51,7 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="parent folder of study directories (default ./studies)")
     parser.add_argument("--name", default=None, help="study name (default METHOD-TIME)")
     parser.add_argument("--resume", action="store_true", help="continue the study --name")
-    parser.add_argument("--seed", type=int, default=0, help="public seed (split, init, sampler)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="public seed (split, initialisation; the sampler under compose: "
+                        "random stopping's sampler seed is secret, from OS entropy)")
+    parser.add_argument("--synthetic-samples", type=int, default=None, metavar="N",
+                        help="rows of release/synthetic.parquet (default 10000)")
     parser.add_argument("--score-share", type=float, default=None,
                         help="budget fraction of each trial's private selection score (default 0.2)")
     parser.add_argument("--score-classifier", default=None, choices=("logreg", "mlp", "cnn"),
@@ -84,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         public=args.public, public_validation=args.public_validation, evaluate=not args.no_eval,
         **({"score_share": args.score_share} if args.score_share is not None else {}),
         **({"score_classifier": args.score_classifier} if args.score_classifier else {}),
+        **({"synthetic_samples": args.synthetic_samples}
+           if args.synthetic_samples is not None else {}),
     ))
     return 0
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER, DEFAULT_SCORE_SHARE
+from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
 
 if TYPE_CHECKING:
     from raydp_synth.tune.search_space import SearchSpace
@@ -69,6 +70,7 @@ class StudyRequest:
             :mod:`raydp_synth.data.public`); not covered by the guarantee.
         score_share, score_classifier, public_validation: the selection score.
         evaluate: evaluate the released trial (curator-only) at the end.
+        synthetic_samples: rows of ``release/synthetic.parquet`` (a user choice, not n).
     """
 
     method: str
@@ -92,10 +94,14 @@ class StudyRequest:
     public: str | None = None
     public_validation: str | None = None
     evaluate: bool = True
+    synthetic_samples: int = DEFAULT_SYNTHETIC_SAMPLES
 
     def __post_init__(self) -> None:
         from raydp_synth.evaluation.selection import validate_score_settings
         from raydp_synth.privacy.accounting import validate_budget
+        from raydp_synth.release.bundle import validate_synthetic_samples
+
+        validate_synthetic_samples(self.synthetic_samples)
 
         validate_budget(self.epsilon, self.delta)
         if self.trials < 1:
@@ -145,7 +151,15 @@ def run_study(request: StudyRequest) -> StudyResult:
 
 
 def _run_study(request: StudyRequest) -> StudyResult:
+    from dataclasses import replace
+
     from raydp_synth.accountant.pricing import parse_distribution
+    from raydp_synth.train.driver import with_absolute_paths
+
+    # Trials run in Ray workers, not in the user's working directory.
+    request = with_absolute_paths(request)
+    if request.search_space is not None:
+        request = replace(request, search_space=Path(request.search_space).expanduser().resolve())
     from raydp_synth.data import load_training_data
     from raydp_synth.methods import get_method
     from raydp_synth.privacy.accounting import validate_delta
@@ -393,7 +407,7 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
     import torch
 
     from raydp_synth.release import TrainedGenerator, write_release
-    from raydp_synth.release.bundle import public_data_note
+    from raydp_synth.release.bundle import public_data_note, public_facts
     from raydp_synth.tune.trial import TRIAL_CHECKPOINT
 
     trials = _finished_trials(study_dir)
@@ -424,15 +438,19 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
                  "choice of the best trial), priced by the study's accountant from its ledger",
         "pricing": statement,
         "accountant": "dp_accounting.rdp.RdpAccountant (default orders)",
-        "neighbouring_relation": "add or remove one record",
         "dataset": request.dataset,
         "released_trial_plan": info["plan"],
     }
     declared = json.loads((study_dir / "study.json").read_text()).get("public")
     if declared is not None:
         full["public_data"] = public_data_note(declared)
+    score_info = info["score"]
+    full["public_facts"] = public_facts(
+        generator.data, generator.class_names, public=declared,
+        validation_records=score_info.get("num_records") if score_info.get("private") else None,
+        public_validation=request.public_validation)
     write_release(study_dir / "release", generator=generator, statement=full,
-                  num_synthetic=generator.data.num_records, seed=request.seed)
+                  num_synthetic=request.synthetic_samples, seed=request.seed)
     trial_id = info["trial_id"]
     (study_dir / "run.json").write_text(json.dumps({
         "method": request.method, "dataset": request.dataset, "seed": request.seed,

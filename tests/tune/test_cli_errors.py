@@ -18,6 +18,7 @@ from raydp_synth.tune.__main__ import main
     (["dpaf", "--name", "x", "--resume"], "--resume"),
     (["dpaf", "--score-share", "1"], "--score-share"),
     (["nosuchmethod"], "registered methods"),
+    (["dpaf", "--synthetic-samples", "0"], "--synthetic-samples"),
     (["dpaf", "--num-classes", "4"], "'digits' has 10 classes, not 4"),
     (["dpaf", "--dataset", "idx:/nonexistent/mnist:classes=10", "--num-classes", "3"],
      "--num-classes 3 disagrees"),

@@ -28,12 +28,20 @@ def test_random_stopping_refuses_an_adaptive_sampler_naming_compose() -> None:
 @pytest.mark.ray
 @pytest.mark.slow
 def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search_statement(
-        ray_local, tmp_path) -> None:
+        ray_local, tmp_path, monkeypatch) -> None:
     """Also: the accountant actor is killed mid-study (after the first grant); Ray
-    restarts it from the ledger, and nothing is lost or overspent."""
+    restarts it from the ledger, and nothing is lost or overspent. The dataset and
+    the public data are given as paths relative to the user's directory (the trials'
+    workers run elsewhere)."""
     import ray
 
     from raydp_synth.accountant import get_accountant
+    from tests.train.test_relative_paths import _digits_folder, _digits_parquet
+
+    (tmp_path / "data").mkdir()
+    _digits_parquet(tmp_path / "data" / "digits.parquet")
+    _digits_folder(tmp_path / "public", 120)
+    monkeypatch.chdir(tmp_path)
 
     study = tmp_path / "e2e-compose"
     killed: list[int] = []
@@ -52,7 +60,8 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     killer.start()
     result = run_study(StudyRequest(
         method="dpaf", epsilon=6.0, delta=1e-5, trials=3, search_space=TINY, storage=tmp_path,
-        name="e2e-compose", evaluate=False,
+        name="e2e-compose", evaluate=False, dataset="parquet:data/digits.parquet:classes=10",
+        public="folder:public", synthetic_samples=50,
     ))
     killer.join(timeout=5)
     assert killed, "the accountant was never killed"
@@ -67,6 +76,13 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     assert statement["epsilon"] == pytest.approx(total, rel=1e-9)
     assert 0.9 * 6.0 <= statement["epsilon"] <= 6.0
     assert statement["pricing"]["mode"] == "compose"
+    facts = statement["public_facts"]
+    assert facts["num_records"] == json.loads((study / "study.json").read_text())["data_info"]["num_records"]
+    assert facts["classes"]["count"] == 10 and facts["score_validation"]["records"] > 0
+    assert statement["dataset"] == f"parquet:{tmp_path}/data/digits.parquet:classes=10"
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(study / "release" / "synthetic.parquet").num_rows == 50
     # The released trial is the best by private score, and its plan was granted.
     scores = {t["trial"]: t["score"] for t in result.trials}
     assert result.best_score == max(s for s in scores.values() if s is not None)
