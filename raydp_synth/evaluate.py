@@ -33,16 +33,25 @@ def build_parser() -> argparse.ArgumentParser:
                         help="synthetic images per checkpoint of the curve (default 2000; "
                         "privimage-d 500)")
     parser.add_argument("--seed", type=int, default=0, help="public seed of the evaluation")
+    parser.add_argument("--curve-checkpoints", type=int, default=None, metavar="N",
+                        help="checkpoints the curve covers, evenly spread, the last included "
+                        "(default: all)")
+    parser.add_argument("--device", default=None,
+                        help="where sampling and the CNNs run (default: cuda if available)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Sample counts left None take the run's method's defaults (evaluate_run).
+    import torch
+
     from raydp_synth.evaluation.report import EvaluationSettings, evaluate_run, format_table
 
-    # Sample counts left None take the run's method's defaults (evaluate_run).
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     settings = EvaluationSettings(num_synthetic=args.num_synthetic,
-                                  curve_synthetic=args.curve_synthetic, seed=args.seed)
+                                  curve_synthetic=args.curve_synthetic, seed=args.seed,
+                                  curve_checkpoints=args.curve_checkpoints, device=device)
     result = evaluate_run(args.run_dir, dataset=args.dataset,
                           public_reference=args.public_reference, settings=settings)
     print(format_table(result))

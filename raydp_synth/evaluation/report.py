@@ -39,6 +39,7 @@ __all__ = [
     "format_table",
     "plot_privacy_utility",
     "run_checkpoints",
+    "spread_checkpoints",
 ]
 
 EVALUATION_FILE = "evaluation.json"
@@ -60,6 +61,9 @@ class EvaluationSettings:
         curve_classifier: the CAS classifier of the curve.
         seed: public seed of latents and classifier training.
         feature_steps: training steps of the FID/IS network.
+        curve_checkpoints: checkpoints the privacy-utility curve evaluates, evenly
+            spread and always including the last (None: every checkpoint).
+        device: where sampling and the CNNs run (``"cuda"`` after a GPU run).
     """
 
     num_synthetic: int | None = None
@@ -68,8 +72,12 @@ class EvaluationSettings:
     curve_classifier: str = "logreg"
     seed: int = 0
     feature_steps: int = 400
+    curve_checkpoints: int | None = None
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
+        if self.curve_checkpoints is not None and self.curve_checkpoints < 0:
+            raise ConfigError(f"--curve-checkpoints {self.curve_checkpoints} must be >= 0")
         for kind in (*self.classifiers, self.curve_classifier):
             if kind not in CLASSIFIER_KINDS:
                 raise ConfigError(f"unknown classifier {kind!r}; choose from {CLASSIFIER_KINDS}")
@@ -77,10 +85,12 @@ class EvaluationSettings:
             raise ConfigError("evaluate at least 20 synthetic images")
 
 
-def feature_network(reference: ImageDataset, *, seed: int, steps: int) -> CNNClassifier:
+def feature_network(reference: ImageDataset, *, seed: int, steps: int,
+                    device: str = "cpu") -> CNNClassifier:
     """The FID/IS network, trained on ``reference`` (public data or the test split)."""
     model = fit_classifier("cnn", reference.images, reference.labels,
-                           num_classes=reference.num_classes, seed=seed, cnn_steps=steps)
+                           num_classes=reference.num_classes, seed=seed, cnn_steps=steps,
+                           device=device)
     assert isinstance(model, CNNClassifier)
     return model
 
@@ -93,12 +103,14 @@ def evaluate_generator(
     classifiers: tuple[str, ...],
     num_synthetic: int,
     seed: int,
+    device: str = "cpu",
 ) -> dict[str, float]:
     """CAS (per classifier), FID and IS of one generator against the test split."""
     images, labels = generator.balanced(num_synthetic, seed=seed)
     out: dict[str, float] = {}
     for kind in classifiers:
-        model = fit_classifier(kind, images, labels, num_classes=test.num_classes, seed=seed)
+        model = fit_classifier(kind, images, labels, num_classes=test.num_classes, seed=seed,
+                               device=device)
         out[f"cas_{kind}"] = float((model.predict(test.images) == test.labels).mean())
     out["fid"] = frechet_distance(features.features(images), features.features(test.images))
     out["inception_score"] = inception_score(features.probabilities(images))
@@ -114,6 +126,17 @@ def run_checkpoints(root: Path) -> list[tuple[dict[str, float], Path]]:
         if history and (metrics_path.parent / "state.pt").is_file():
             found.append((history[-1], metrics_path.parent))
     return sorted(found, key=lambda item: (item[0].get("phase", 0), item[0].get("step", 0)))
+
+
+def spread_checkpoints(items: list[Any], count: int | None) -> list[Any]:
+    """``count`` of ``items`` evenly spread, the last always among them (None: all)."""
+    if count is None or count >= len(items):
+        return list(items)
+    if count <= 0:
+        return []
+    last = len(items) - 1
+    picks = sorted({round(last - i * last / count) for i in range(count)})
+    return [items[i] for i in picks]
 
 
 def default_settings(method: str, **overrides: Any) -> EvaluationSettings:
@@ -174,16 +197,23 @@ def evaluate_run(
         reference_name = f"{public_reference} (public)"
     else:
         reference, reference_name = test, "test split"
-    features = feature_network(reference, seed=settings.seed, steps=settings.feature_steps)
+    device = settings.device
+    generator = generator.on(device)
+    features = feature_network(reference, seed=settings.seed, steps=settings.feature_steps,
+                               device=device)
 
     final = evaluate_generator(generator, test, features, classifiers=settings.classifiers,
-                               num_synthetic=settings.num_synthetic, seed=settings.seed)
+                               num_synthetic=settings.num_synthetic, seed=settings.seed,
+                               device=device)
     curve = []
-    for metrics, ckpt in run_checkpoints(run_dir / run.get("checkpoints", "ray")):
+    checkpoints = spread_checkpoints(run_checkpoints(run_dir / run.get("checkpoints", "ray")),
+                                     settings.curve_checkpoints)
+    for metrics, ckpt in checkpoints:
         state = torch.load(ckpt / "state.pt", map_location="cpu")
         point = evaluate_generator(generator.with_state(state["generator"]), test, features,
                                    classifiers=(settings.curve_classifier,),
-                                   num_synthetic=settings.curve_synthetic, seed=settings.seed)
+                                   num_synthetic=settings.curve_synthetic, seed=settings.seed,
+                                   device=device)
         curve.append({"epoch": metrics.get("epoch"), "step": metrics.get("step"),
                       "epsilon_spent": metrics.get("epsilon_spent"), **point})
     privacy = json.loads((run_dir / "release" / "privacy.json").read_text())
@@ -208,7 +238,8 @@ def evaluate_run(
         "settings": {"num_synthetic": settings.num_synthetic,
                      "curve_synthetic": settings.curve_synthetic,
                      "classifiers": list(settings.classifiers),
-                     "curve_classifier": settings.curve_classifier, "seed": settings.seed},
+                     "curve_classifier": settings.curve_classifier, "seed": settings.seed,
+                     "curve_checkpoints": settings.curve_checkpoints, "device": device},
     }
     (run_dir / EVALUATION_FILE).write_text(json.dumps(result, indent=2))
     plot_privacy_utility(result, run_dir / PLOT_FILE)

@@ -156,9 +156,10 @@ class Method(ABC):
         """Images for ``labels`` from a conditional generator ``G(z, labels)``, with
         latents ``z ~ N(0, I_latent_dim)`` drawn from ``rng``. Methods whose
         generator samples otherwise (diffusion) override this."""
-        z = torch.randn(len(labels), config.latent_dim, generator=rng)
+        device = next(generator.parameters()).device
+        z = torch.randn(len(labels), config.latent_dim, generator=rng).to(device)
         with torch.no_grad():
-            return generator(z, labels)
+            return generator(z, labels.to(device))
 
 
 def _coerce(name: str, value: Any, annotation: Any) -> Any:

@@ -7,6 +7,7 @@ a public seed: synthetic data is post-processing of the (DP) generator.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -79,16 +80,24 @@ class TrainedGenerator:
         return cls.build(**spec, state_dict=torch.load(weights, map_location="cpu"))
 
     def with_state(self, state_dict: Mapping[str, torch.Tensor]) -> TrainedGenerator:
-        """The same generator with other weights (e.g. a checkpoint's)."""
+        """The same generator with other weights (e.g. a checkpoint's), on its device."""
+        device = next(self.module.parameters()).device
         module = self.method.build_generator(self.config, self.data)
         module.load_state_dict(state_dict)
         return TrainedGenerator(method=self.method, config=self.config, data=self.data,
-                                module=module.cpu().eval(), class_names=self.class_names)
+                                module=module.to(device).eval(), class_names=self.class_names)
+
+    def on(self, device: str | torch.device) -> TrainedGenerator:
+        """The same generator sampling on ``device`` (latents still drawn on the CPU
+        from the public seed, so samples do not depend on the device's RNG)."""
+        return dataclasses.replace(self, module=self.module.to(device))
 
     def sample(self, labels: torch.Tensor, *, seed: int, batch_size: int = 512) -> torch.Tensor:
-        """Images in [-1, 1] for the given labels (latents from the public ``seed``)."""
+        """Images in [-1, 1] for the given labels (latents from the public ``seed``),
+        on the CPU whatever device the generator samples on."""
         gen = torch.Generator().manual_seed(seed)
-        chunks = [self.method.sample(self.module, self.config, labels[i : i + batch_size], rng=gen)
+        chunks = [self.method.sample(self.module, self.config, labels[i : i + batch_size],
+                                     rng=gen).cpu()
                   for i in range(0, len(labels), batch_size)]
         if not chunks:
             return torch.zeros((0, self.data.channels, self.data.image_size, self.data.image_size))

@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--non-private", action="store_true",
                         help="a non-private reference run of the same model (no noise; "
                         "the release is marked NOT PRIVATE); --epsilon is ignored")
+    parser.add_argument("--curve-checkpoints", type=int, default=None, metavar="N",
+                        help="checkpoints the evaluation's privacy-utility curve covers, "
+                        "evenly spread, the last included (default: all, about 10)")
     parser.add_argument("--no-eval", action="store_true",
                         help="skip the curator's evaluation (CAS, FID, IS, plot) at the end")
     return parser
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         settings=parse_settings(args.settings), workers=args.workers,
         use_gpu=args.use_gpu, seed=args.seed, dp_seed=args.dp_seed,
         public=args.public, public_validation=args.public_validation, non_private=args.non_private,
-        evaluate=not args.no_eval,
+        evaluate=not args.no_eval, curve_checkpoints=args.curve_checkpoints,
         **({"score_share": args.score_share} if args.score_share is not None else {}),
         **({"score_classifier": args.score_classifier} if args.score_classifier else {}),
         **({"synthetic_samples": args.synthetic_samples}

@@ -92,7 +92,9 @@ class TrainRequest:
             no privacy cost (no score mechanism in the plan).
         non_private: a non-private reference run of the same model (no noise,
             epsilon = inf; the release says NOT PRIVATE). ``epsilon`` is ignored.
-        evaluate: run the curator's evaluation (CAS, FID, IS, curve) at the end.
+        evaluate: run the curator's evaluation (CAS, FID, IS, curve) at the end,
+            on the run's device.
+        curve_checkpoints: checkpoints the evaluation's curve covers (None: all).
         synthetic_samples: rows of the release's ``synthetic.parquet`` (the
             user's choice; never n).
     """
@@ -114,6 +116,7 @@ class TrainRequest:
     non_private: bool = False
     evaluate: bool = True
     synthetic_samples: int = DEFAULT_SYNTHETIC_SAMPLES
+    curve_checkpoints: int | None = None
 
     def __post_init__(self) -> None:
         validate_score_settings(self.score_share, self.score_classifier)
@@ -121,6 +124,8 @@ class TrainRequest:
         validate_budget(None if self.non_private else self.epsilon, self.delta)
         if self.workers < 1:
             raise ConfigError(f"--workers {self.workers} must be >= 1")
+        if self.curve_checkpoints is not None and self.curve_checkpoints < 0:
+            raise ConfigError(f"--curve-checkpoints {self.curve_checkpoints} must be >= 0")
         if self.public is not None:
             parse_public_spec(self.public)
 
@@ -276,6 +281,15 @@ def run_training(request: TrainRequest) -> RunResult:
         return _run_training(request)
 
 
+def evaluation_settings(*, use_gpu: bool, curve_checkpoints: int | None) -> Any:
+    """The curator's evaluation after a run or study: on the GPU after a GPU run
+    (when this process has one), with the requested number of curve checkpoints."""
+    from raydp_synth.evaluation.report import EvaluationSettings
+
+    device = "cuda" if use_gpu and torch.cuda.is_available() else "cpu"
+    return EvaluationSettings(curve_checkpoints=curve_checkpoints, device=device)
+
+
 def with_absolute_paths(request: Any) -> Any:
     """A train or study request whose local dataset paths (``--dataset``, ``--public``,
     ``--public-validation``) are absolute: Ray workers do not run in the user's
@@ -393,6 +407,7 @@ def _run_training(request: TrainRequest) -> RunResult:
     if request.evaluate:
         from raydp_synth.evaluation.report import evaluate_run, format_table
 
-        evaluation = evaluate_run(out, splits=splits)
+        evaluation = evaluate_run(out, splits=splits, settings=evaluation_settings(
+            use_gpu=request.use_gpu, curve_checkpoints=request.curve_checkpoints))
         print(format_table(evaluation))
     return RunResult(out=out, epsilon=epsilon, metrics=metrics, score=score, evaluation=evaluation)

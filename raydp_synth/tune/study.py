@@ -462,8 +462,10 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
           f"{statement['delta']:g})-DP ({statement['mode']})")
     if request.evaluate:
         from raydp_synth.evaluation.report import evaluate_run, format_table
+        from raydp_synth.train.driver import evaluation_settings
 
-        print(format_table(evaluate_run(study_dir)))
+        print(format_table(evaluate_run(study_dir, settings=evaluation_settings(
+            use_gpu=request.use_gpu, curve_checkpoints=None))))
     return StudyResult(study_dir=study_dir, statement=full, best_trial=trial_id,
                        best_score=score,
                        trials=[{"trial": t["trial"], "score": t["score"]} for t in trials])

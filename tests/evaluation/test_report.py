@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -156,3 +157,17 @@ def test_evaluation_sample_counts_follow_the_method_unless_given() -> None:
     assert (slow.num_synthetic, slow.curve_synthetic) == (2_000, 500)
     given = default_settings("privimage-d", num_synthetic=300, curve_synthetic=None, seed=4)
     assert (given.num_synthetic, given.curve_synthetic, given.seed) == (300, 500, 4)
+
+
+def test_curve_checkpoints_are_spread_and_keep_the_last(run_dir) -> None:
+    from raydp_synth.evaluation.report import spread_checkpoints
+
+    items = list(range(10))
+    assert spread_checkpoints(items, None) == items
+    assert spread_checkpoints(items, 3) == [3, 6, 9]
+    assert spread_checkpoints(items, 1) == [9]
+    assert spread_checkpoints(items, 0) == []
+    assert spread_checkpoints(items, 20) == items
+    result = evaluate_run(run_dir, settings=dataclasses.replace(FAST, curve_checkpoints=1))
+    assert [p["step"] for p in result["curve"]] == [20]
+    assert result["settings"]["device"] == "cpu" and result["settings"]["curve_checkpoints"] == 1

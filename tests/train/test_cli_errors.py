@@ -46,6 +46,7 @@ def _fails(argv: list[str], capsys) -> str:
     (["dpgan", "--set", "groups=5"], "--public"),
     (["dpgan", "--set", "adaptive_clip=true"], "--public"),
     (["dpaf", "--synthetic-samples", "0"], "--synthetic-samples"),
+    (["dpaf", "--curve-checkpoints", "-1"], "--curve-checkpoints"),
     (["dpaf", "--num-classes", "5"], "'digits' has 10 classes, not 5"),
     (["dpaf", "--num-classes", "0"], "--num-classes 0"),
 ])
