@@ -43,7 +43,7 @@ from raydp_synth.methods.dpwgan.mechanisms import (
     pair_record_grads,
     synthetic_partners,
 )
-from raydp_synth.methods.dpwgan.networks import Critic, Generator, prime_batchnorm
+from raydp_synth.methods.dpwgan.networks import Critic, Generator, refresh_batchnorm
 from raydp_synth.privacy.records import RecordBatch, derived_seed
 from raydp_synth.train.context import WorkerContext
 from raydp_synth.train.distributed import broadcast_parameters_, data_parallel_step
@@ -114,6 +114,9 @@ class PublicSide:
         idx = torch.randperm(len(self.images), generator=self.rng)[:size]
         x, y = self.images[idx].to(self.device), model_labels(self.config, self.labels[idx])
         # Partners as the private step makes them (G in eval mode), public draws.
+        refresh_batchnorm(self.gen, latent_dim=self.config.latent_dim,
+                          num_classes=self.gen.num_classes, rng=self.rng, device=self.device,
+                          batch_size=size)
         z = torch.randn(size, self.config.latent_dim, generator=self.rng)
         partners = synthetic_partners(self.gen, z.to(self.device), y.to(self.device))
         mix = torch.rand(size, 1, 1, 1, generator=self.rng).to(self.device)
@@ -174,8 +177,6 @@ def prepare(ctx: WorkerContext) -> DPGANModels:
     opt_g = torch.optim.Adam(gen.parameters(), lr=cfg.lr_g, betas=betas)
     public = PublicSide(cfg, ctx.public, critic=critic, generator=gen,
                         num_classes=data.num_classes, device=device)
-    prime_batchnorm(gen, latent_dim=cfg.latent_dim, num_classes=critic.num_classes,
-                    rng=public.rng, device=device)
     if cfg.warm_start_iters:
         public.warm_start(opt_d, opt_g)
         broadcast_parameters_(critic)  # every rank ran the same public iterations
@@ -232,6 +233,10 @@ def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = No
             raise RuntimeError(f"{groups.k} clip groups but the plan's sensitivity is "
                                f"{mech.sensitivity} (sqrt(k) expected)")
         add("clip_bound", float(groups.bounds.mean()))
+
+        # G's BatchNorm statistics for the partners: a synthetic batch (public draws).
+        refresh_batchnorm(gen, latent_dim=cfg.latent_dim, num_classes=critic.num_classes,
+                          rng=fake_gen, device=device, batch_size=fakes_local)
 
         def pre_noise(batch: RecordBatch, groups: ClipGroups = groups) -> torch.Tensor:
             return critic_pre_noise(models, cfg, groups, batch)

@@ -18,7 +18,7 @@ import torch
 
 from raydp_synth.methods.dpwgan.config import DPWGANConfig
 from raydp_synth.methods.dpwgan.mechanisms import pair_record_grads
-from raydp_synth.methods.dpwgan.networks import Critic, Generator, prime_batchnorm
+from raydp_synth.methods.dpwgan.networks import Critic, Generator, refresh_batchnorm
 from raydp_synth.privacy.dp_sgd import clipped_sum, noised_gradient
 from raydp_synth.privacy.records import RecordBatch
 from raydp_synth.train.context import WorkerContext
@@ -75,8 +75,6 @@ def run_dpwgan(ctx: WorkerContext) -> None:
     opt_g = torch.optim.Adam(gen.parameters(), lr=cfg.lr_g, betas=betas)
     sampler = ctx.sampler(CRITIC)
     fake_gen = ctx.generator("fakes")
-    prime_batchnorm(gen, latent_dim=cfg.latent_dim, num_classes=data.num_classes,
-                    rng=fake_gen, device=device)
     expected = mech.sample_rate * data.num_records
     fakes_local = max(2, math.ceil(expected / ctx.world_size))
     k = data.num_classes
@@ -94,6 +92,9 @@ def run_dpwgan(ctx: WorkerContext) -> None:
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     for step in range(1, mech.num_steps + 1):
+        # G's BatchNorm statistics for the partners: a synthetic batch (public draws).
+        refresh_batchnorm(gen, latent_dim=cfg.latent_dim, num_classes=k, rng=fake_gen,
+                          device=device, batch_size=fakes_local)
         summed = ctx.pre_noise_sum(CRITIC, pre_noise, sampler.sample())
         released = noised_gradient(summed, noise_std=mech.noise_multiplier * mech.sensitivity,
                                    expected_batch_size=expected, generator=ctx.noise_generator,

@@ -80,8 +80,9 @@ def critic_record_grads(
 def synthetic_partners(generator: nn.Module, latents: torch.Tensor, labels: torch.Tensor
                        ) -> torch.Tensor:
     """``G(z_i, y_i)`` for each row, each row a function of its own inputs alone:
-    G in eval mode (BatchNorm with its running statistics, which G's training on
-    synthetic records sets), no gradient, G's mode restored afterwards."""
+    G in eval mode (BatchNorm with its running statistics, set from a synthetic
+    batch by :func:`~raydp_synth.methods.dpwgan.networks.refresh_batchnorm` before the
+    step), no gradient, G's mode restored afterwards."""
     was_training = generator.training
     generator.eval()
     try:

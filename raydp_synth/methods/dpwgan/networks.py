@@ -8,7 +8,7 @@ normalisation layer: a per-record gradient must depend on its record alone
 three transposed convolutions, tanh), with BatchNorm. G runs in train mode only on
 synthetic batches; where its images meet real records (the critic's pairs) it runs
 in eval mode, so that no batch statistic couples records and its running
-statistics come from synthetic batches alone.
+statistics come from synthetic batches alone (:func:`refresh_batchnorm`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["Critic", "Generator", "prime_batchnorm"]
+__all__ = ["Critic", "Generator", "refresh_batchnorm"]
 
 
 class Critic(nn.Module):
@@ -67,22 +67,32 @@ class Generator(nn.Module):
         return torch.tanh(self.up[2](h))
 
 
-def prime_batchnorm(generator: nn.Module, *, latent_dim: int, num_classes: int,
-                    rng: torch.Generator, device: torch.device, batch_size: int = 256,
-                    passes: int = 4) -> None:
-    """Set G's BatchNorm running statistics to their average over ``passes``
-    synthetic batches (uniform labels, latents from ``rng``), so that G in eval mode
-    (the partners of the critic's pairs) matches G in train mode from the first
-    step. Synthetic data only: the statistics released with G carry no record."""
+def refresh_batchnorm(generator: nn.Module, *, latent_dim: int, num_classes: int,
+                      rng: torch.Generator, device: torch.device, batch_size: int) -> None:
+    """Set G's BatchNorm running statistics to those of one synthetic batch of the
+    current G (uniform labels, latents from ``rng``; no gradient).
+
+    G in eval mode then normalises the critic's partners exactly as G in train mode
+    normalises a synthetic batch of that size (reference batch normalisation,
+    Salimans et al. 2016, "Improved techniques for training GANs"), so the critic
+    sees the generator G trains, while each partner depends only on its own inputs.
+    Called before each critic step, outside the mechanism's pre-noise function; the
+    statistics released with G are those of a synthetic batch.
+    """
     norms = [m for m in generator.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
     momenta = [m.momentum for m in norms]
+    was_training = generator.training
     for m in norms:
-        m.reset_running_stats()
-        m.momentum = None  # cumulative average over the priming passes
-    with torch.no_grad():
-        for _ in range(passes):
-            labels = torch.randint(num_classes, (batch_size,), generator=rng).to(device)
-            z = torch.randn(batch_size, latent_dim, generator=rng).to(device)
-            generator(z, labels)
-    for m, momentum in zip(norms, momenta, strict=True):
-        m.momentum = momentum
+        m.momentum = 1.0  # running statistics := this batch's
+    generator.train()
+    try:
+        with torch.no_grad():
+            size = max(2, batch_size)
+            labels = torch.randint(num_classes, (size,), generator=rng).to(device)
+            generator(torch.randn(size, latent_dim, generator=rng).to(device), labels)
+    finally:
+        for m, momentum in zip(norms, momenta, strict=True):
+            m.momentum = momentum
+        generator.train(was_training)
