@@ -63,8 +63,9 @@ class DataInfo:
     """Public facts about the sensitive training split that a plan may depend on.
 
     Attributes:
-        num_records: n, the number of training records (treated as public, as in
-            every DP-SGD analysis that sets q = B / n).
+        num_records: n, the number of training records: a declared public fact of
+            the guarantee (q = B / n publishes it; the relation is zero-out, see
+            docs/privacy.md, "What the guarantee assumes public").
         image_size: side of the (square) images the model is built for.
         channels: image channels (1 or 3).
         num_classes: number of labels.
