@@ -7,7 +7,7 @@ Two forms:
 * ``--public SPEC``: every record of another dataset (``folder:DIR``, ...) is public.
   Naming the training dataset itself is refused: that would declare all of it public.
 * ``--public SPEC:fraction=F``: the records of SPEC whose keyed hash falls below F
-  are public. When SPEC is the training dataset (001_8a04fbe4c85204f1.txt splits
+  are public. When SPEC is the training dataset (Zhang, Ji and Wang 2018, dpGAN splits
   MNIST 2% public / 98% private), those records are **removed from the training
   split**: the guarantee then covers the remaining records, and the release says so.
 

@@ -1,13 +1,13 @@
 """The classifiers of "classifier accuracy on synthetic data" (CAS).
 
-Three classifiers, as in PrivImage's evaluation (004_620720e614b6f1cb.txt, "CA";
+Three classifiers, as in PrivImage's evaluation (Li et al. 2024, PrivImage, "CA";
 App.: scikit-learn's LR and MLP with default hyperparameters, and a CNN):
 
 * ``logreg``: ``sklearn.linear_model.LogisticRegression`` on the pixels;
 * ``mlp``: ``sklearn.neural_network.MLPClassifier`` (one hidden layer of 100
   ReLU units, Adam; scikit-learn's defaults) on the pixels;
 * ``cnn``: :class:`EvaluationCNN`, the evaluation classifier of the DP-GAN
-  literature (GS-WGAN, G-PATE, DataLens; 002_e2b7d3d91eb65943.txt Fig. 8, the
+  literature (GS-WGAN, G-PATE, DataLens; Lin et al., DPAF, journal version Fig. 8, the
   "Keras MNIST CNN"): conv 3x3 with 32 maps, ReLU, conv 3x3 with 64 maps, ReLU,
   2x2 max-pool, dropout 0.25, dense 128, ReLU, dropout 0.5, dense to the classes.
 

@@ -15,7 +15,7 @@ Choices (design.md 7; issue "Evaluation and the private selection score"):
   time and fits 8x8-32x32 grayscale digits poorly. FID values are therefore
   comparable between runs evaluated with the same feature network, not with
   published Inception-FIDs.
-* **IS** is 003_5382d78230ce1590.txt eq. 8 with the same network as the
+* **IS** is Schwabedal, Michel and Riontino 2020 eq. 8 with the same network as the
   classifier K: ``exp(mean_x KL(P(k|x) || P(k)))``, between 1 and the number of
   classes.
 

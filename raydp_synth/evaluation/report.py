@@ -249,7 +249,7 @@ def evaluate_run(
 
 
 def write_public_curve(result: dict[str, Any], release_dir: Path) -> None:
-    """The privacy-utility curve a curator may publish (003's inception score against
+    """The privacy-utility curve a curator may publish (Schwabedal et al. 2020: the inception score against
     epsilon along training): each point is the IS of synthetic samples of a
     checkpoint (post-processing of the DP training) under a network trained on
     *public* data only. CAS and FID read the test split and stay curator-only."""

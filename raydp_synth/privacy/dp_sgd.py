@@ -8,7 +8,7 @@ under add/remove-one), noise is added once across workers
 (:func:`~raydp_synth.privacy.noise.noisy_sum`), and the sum is divided by the
 *expected* batch size q*N, not the realised one (design.md 3.6).
 
-Top-k compression (000_7d0ded9903bce7e2.txt 6.2.8) keeps the largest
+Top-k compression (Lin et al. 2023, DPAF 6.2.8) keeps the largest
 ``topk_fraction`` of each record's gradient entries by magnitude before
 clipping; it is per-record processing, so the sensitivity stays C.
 """

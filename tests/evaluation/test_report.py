@@ -129,7 +129,7 @@ def test_evaluate_cli_on_a_non_run_directory_is_one_clear_line(tmp_path, capsys)
 
 
 def test_a_public_reference_network_puts_the_is_curve_in_the_release(run_dir, tmp_path) -> None:
-    """003's privacy-utility curve (IS against epsilon) is publishable when the IS
+    """Schwabedal et al. 2020's privacy-utility curve (IS against epsilon) is publishable when the IS
     network is trained on public data only: it goes into release/, CAS/FID do not."""
     from raydp_synth.evaluation.report import PUBLIC_CURVE_JSON, PUBLIC_CURVE_PLOT
     from tests.data.helpers import write_png

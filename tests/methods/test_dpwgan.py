@@ -88,7 +88,7 @@ def _dp_adam_params(clip: float, steps: int = 5) -> torch.Tensor:
 
 
 def test_dp_adam_is_independent_of_a_small_clip_norm() -> None:
-    """003 section 3.2.1: when C is below every per-record gradient norm, each
+    """Schwabedal et al. 2020, section 3.2.1: when C is below every per-record gradient norm, each
     clipped gradient is C times a unit vector and the noise is C times a fixed
     draw, so the release scales with C and Adam's update does not change."""
     start = _dp_adam_params(1e-3, steps=0)

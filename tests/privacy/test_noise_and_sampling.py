@@ -74,7 +74,7 @@ def test_private_gradient_with_no_records_is_noise_of_std_sigma_c_over_qn() -> N
             generator=gen, shapes=shapes)]).numpy()
         for _ in range(4)
     ])
-    # Exactly sigma * C / (q N): no stray 1/sqrt(B) (003_5382d78230ce1590.txt 3.1).
+    # Exactly sigma * C / (q N): no stray 1/sqrt(B) (Schwabedal, Michel and Riontino 2020 3.1).
     assert_gaussian_std(samples, sigma * clip / expected_batch)
 
 

@@ -1,4 +1,4 @@
-"""DPAF, privacy-corrected (000_7d0ded9903bce7e2.txt; design.md 4; docs/privacy.md)."""
+"""DPAF, privacy-corrected (Lin et al. 2023, DPAF; design.md 4; docs/privacy.md)."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def conv2_record_grads(
     function of released quantities only (``[K, m, p, p]`` for class-wise
     aggregation: record i uses its own class's block). Record i's term depends on
     record i and on released values alone: no un-noised aggregate couples the
-    records (the correction of 000_7d0ded9903bce7e2.txt Algorithm 1, line 12).
+    records (the correction of Lin et al. 2023, DPAF Algorithm 1, line 12).
     """
 
     # With class-wise aggregation, record i's direction is its own class's block.

@@ -1,4 +1,4 @@
-"""DPAF's networks (000_7d0ded9903bce7e2.txt 5.2, Fig. 4), cDCGAN style.
+"""DPAF's networks (Lin et al. 2023, DPAF 5.2, Fig. 4), cDCGAN style.
 
 Every convolution has kernel 4, stride 2, padding 1: each halves the resolution,
 so the layer split ``Cx1-Cx2-Cx3`` must leave maps of at least 2x2 after its
@@ -44,7 +44,7 @@ def sin(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
 
     No affine parameters. A p x p map ends with L2 norm at most p (exactly p unless
     the map is constant), so a record's m maps have norm at most sqrt(m) * p: the
-    L2 sensitivity of their sum over a batch (000_7d0ded9903bce7e2.txt eq. 3).
+    L2 sensitivity of their sum over a batch (Lin et al. 2023, DPAF eq. 3).
     """
     mean = x.mean(dim=(-2, -1), keepdim=True)
     var = x.var(dim=(-2, -1), keepdim=True, unbiased=False)

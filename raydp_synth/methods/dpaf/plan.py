@@ -3,7 +3,7 @@
 ``classifier`` (phase 1, DP-SGD on all of C), ``conv2`` (DP-SGD on conv2* every
 mu iterations) and ``dpagg`` (the noisy sum of SIN features) each draw their own
 independent Poisson samples, so the plan is their adaptive composition
-(000_7d0ded9903bce7e2.txt Theorem 5, with the corrections of docs/privacy.md).
+(Lin et al. 2023, DPAF Theorem 5, with the corrections of docs/privacy.md).
 Every other update (conv3*, FC*, G) is post-processing of these releases.
 :meth:`raydp_synth.methods.base.Method.plan` calibrates the schedule (with the
 run's selection score) into the plan.

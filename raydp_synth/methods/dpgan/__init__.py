@@ -1,4 +1,4 @@
-"""dpGAN (001_8a04fbe4c85204f1.txt): DP WGAN-GP with noise on the critic only, clip
+"""dpGAN (Zhang, Ji and Wang 2018, dpGAN): DP WGAN-GP with noise on the critic only, clip
 groups, adaptive clip bounds and warm start on declared public data.
 
 One mechanism: the critic's DP step (Poisson rate q = B/n, ``ceil(epochs / q)``

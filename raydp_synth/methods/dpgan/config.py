@@ -1,4 +1,4 @@
-"""dpGAN's typed configuration (001_8a04fbe4c85204f1.txt, Table 1; search-space keys)."""
+"""dpGAN's typed configuration (Zhang, Ji and Wang 2018, dpGAN, Table 1; search-space keys)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class DPGANConfig:
         epochs: length of training, in expected passes over the data.
         n_critic: critic steps per G step (001: 5; G's steps are free).
         gp_weight: the gradient-penalty weight lambda (001: 10).
-        groups: k, the number of clip groups (001 section 4.1). 1: one global
+        groups: k, the number of clip groups (dpGAN paper, section 4.1). 1: one global
             bound. 2: weight/bias separation. With adaptive clipping, biases form
             one group and the weight units (one per output filter or neuron) are
             clustered into k - 1 groups by their estimated bounds (Algorithm 2);
@@ -33,11 +33,11 @@ class DPGANConfig:
             unused with adaptive clipping.
         bias_clip: fixed clip bound of the biases when ``groups`` = 2.
         adaptive_clip: estimate every bound each step as the mean per-record
-            gradient norm on a batch of *public* data (001 section 4.2). ``None``
+            gradient norm on a batch of *public* data (dpGAN paper, section 4.2). ``None``
             (the default) turns it on exactly when the run has data declared
             public (``--public``); ``True`` without public data is refused.
         warm_start_iters: non-private WGAN-GP iterations on the public data before
-            the DP steps (001 section 4.3; Table 1: 300 on MNIST); needs ``--public``.
+            the DP steps (dpGAN paper, section 4.3; Table 1: 300 on MNIST); needs ``--public``.
         public_batch_size: batch size of the public data (bounds and warm start).
         conditional: label-conditional critic and generator (the release has
             labels); ``False`` is the paper's unconditional dpGAN, whose release

@@ -1,4 +1,4 @@
-"""dpGAN's clip groups and their release (001_8a04fbe4c85204f1.txt sections 4.1-4.2).
+"""dpGAN's clip groups and their release (Zhang, Ji and Wang 2018, dpGAN sections 4.1-4.2).
 
 The critic's parameter entries are split into k groups, group j clipped per record
 at its bound C_j. A record's clipped contribution, each group rescaled by 1/C_j,

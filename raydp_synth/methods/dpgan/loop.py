@@ -1,4 +1,4 @@
-"""dpGAN on one Ray Train worker (001_8a04fbe4c85204f1.txt, Algorithm 3).
+"""dpGAN on one Ray Train worker (Zhang, Ji and Wang 2018, dpGAN, Algorithm 3).
 
 1. Warm start (optional, public data only): ``warm_start_iters`` non-private
    WGAN-GP iterations on batches of the declared public records.

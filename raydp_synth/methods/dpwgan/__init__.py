@@ -1,4 +1,4 @@
-"""DP-WGAN-GP with DP-Adam, the small-images paper's method (003_5382d78230ce1590.txt).
+"""DP-WGAN-GP with DP-Adam, the small-images paper's method (Schwabedal, Michel and Riontino 2020).
 
 One mechanism: the critic's DP-SGD step (Poisson rate q = B/n, ``ceil(epochs / q)``
 releases, sensitivity C). The generator, Adam's moments and the synthetic term of

@@ -1,4 +1,4 @@
-"""DP-WGAN-GP's typed configuration (003_5382d78230ce1590.txt; search-space keys)."""
+"""DP-WGAN-GP's typed configuration (Schwabedal, Michel and Riontino 2020; search-space keys)."""
 
 from __future__ import annotations
 

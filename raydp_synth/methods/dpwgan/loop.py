@@ -1,4 +1,4 @@
-"""DP-WGAN-GP with DP-Adam on one Ray Train worker (003_5382d78230ce1590.txt).
+"""DP-WGAN-GP with DP-Adam on one Ray Train worker (Schwabedal, Michel and Riontino 2020).
 
 Each critic step is one release of the mechanism ``critic``: a Poisson sample of
 rate q (from the run's secret seed), and :func:`critic_pre_noise`, the one function

@@ -1,4 +1,4 @@
-"""The small-images paper's networks (003_5382d78230ce1590.txt section 2.6), made
+"""The small-images paper's networks (Schwabedal, Michel and Riontino 2020 section 2.6), made
 class-conditional so that the release has labels (CAS needs them).
 
 Critic: three strided 5x5 convolutions with capacity c, 2c, 4c filters and leaky

@@ -1,4 +1,4 @@
-"""PrivImage (004_620720e614b6f1cb.txt): DP semantic query, semantic-aware public
+"""PrivImage (Li et al. 2024, PrivImage): DP semantic query, semantic-aware public
 pre-training, DP-SGD fine-tuning: ``privimage-g`` (the GAN variant, fine-tuned as a
 dpGAN run) and ``privimage-d`` (the diffusion variant: a compact U-Net, DDPM, DDIM).
 

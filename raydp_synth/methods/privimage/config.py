@@ -1,4 +1,4 @@
-"""PrivImage+G's typed configuration (004_620720e614b6f1cb.txt; search-space keys)."""
+"""PrivImage+G's typed configuration (Li et al. 2024, PrivImage; search-space keys)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """PrivImage+D's denoiser: a compact class-conditional U-Net, DDPM's per-record loss,
-and DDIM sampling (004_620720e614b6f1cb.txt App. D.2: DDIM with 50 steps).
+and DDIM sampling (Li et al. 2024, PrivImage App. D.2: DDIM with 50 steps).
 
 Privacy: the U-Net has GroupNorm only (statistics of one image, never of the batch),
 so record i's loss ``mean_m |e_im - eps_theta(x_t, t_im, y_i)|^2`` over its own

@@ -1,4 +1,4 @@
-"""PrivImage's semantic query and DP semantic distribution (004_620720e614b6f1cb.txt
+"""PrivImage's semantic query and DP semantic distribution (Li et al. 2024, PrivImage
 sections 3.2-3.3, Theorem 3.1, Algorithm 2).
 
 * The **semantic query function** Q is a classifier trained on the declared public
