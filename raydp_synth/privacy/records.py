@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from raydp_synth.privacy.sampling import PoissonSampler
+
 __all__ = ["RecordBatch", "RecordSampler", "derived_seed", "record_keys"]
 
 
@@ -134,23 +136,18 @@ class RecordSampler:
     def __init__(self, *, images: torch.Tensor, labels: torch.Tensor, keys: torch.Tensor,
                  shard: torch.Tensor, sample_rate: float | None, generator: torch.Generator,
                  draw_seed: int, device: torch.device) -> None:
-        if sample_rate is not None and not 0 < sample_rate <= 1:
-            raise ValueError(f"Expected 0 < sample_rate={sample_rate} <= 1.")
         self._images, self._labels, self._keys = images, labels, keys
         self.shard = shard
-        self.sample_rate = sample_rate
-        self.generator = generator
+        # The inclusion draws are PoissonSampler's (tested against the accountant's q).
+        self._poisson = (None if sample_rate is None
+                         else PoissonSampler(shard, sample_rate=sample_rate, generator=generator))
         self.draw_seed = draw_seed
         self.device = device
         self.releases = 0
 
     def sample(self) -> RecordBatch:
         """The next batch (possibly empty: an empty batch is still released)."""
-        if self.sample_rate is None:
-            idx = self.shard
-        else:
-            mask = torch.rand(len(self.shard), generator=self.generator) < self.sample_rate
-            idx = self.shard[mask]
+        idx = self.shard if self._poisson is None else self._poisson.sample()
         self.releases += 1
         return RecordBatch(images=self._images[idx].to(self.device),
                            labels=self._labels[idx].to(self.device), keys=self._keys[idx],
