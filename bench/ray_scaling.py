@@ -41,12 +41,13 @@ EPSILON = 10.0
 
 def _direct_worker(rank: int, world: int, epochs: float, port: int, out: str,
                    use_gpu: bool = False) -> None:
-    from raydp_synth.data import load_dataset
-    from raydp_synth.evaluation.selection import DEFAULT_SCORE_SHARE, score_generator
-    from raydp_synth.methods import DataInfo, get_method
-    from raydp_synth.methods.base import config_to_dict
+    from raydp_synth.config import config_to_dict
+    from raydp_synth.data import DataInfo, load_dataset
+    from raydp_synth.evaluation.selection import score_generator
+    from raydp_synth.methods import get_method
+    from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
     from raydp_synth.release import TrainedGenerator
-    from raydp_synth.train.context import WorkerContext
+    from raydp_synth.runtime.context import WorkerContext
 
     torch.set_num_threads(1)
     if world > 1:

@@ -21,9 +21,9 @@ from raydp_synth.accountant.pricing import (
     parse_distribution,
     random_stopping_epsilon,
 )
-from raydp_synth.data import load_dataset
-from raydp_synth.evaluation.selection import DEFAULT_SCORE_SHARE
-from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.data import DataInfo, load_dataset
+from raydp_synth.methods import get_method
+from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 
 TRIALS = (5, 10, 20, 50, 100)
 DISTRIBUTIONS = ("poisson", "geometric", "logarithmic")

@@ -11,17 +11,20 @@ Typical use::
 from __future__ import annotations
 
 from raydp_synth.data.dataset import DatasetSplits, ImageDataset, RawImages
+from raydp_synth.data.info import DataInfo, data_info
 from raydp_synth.data.parquet import write_parquet
 from raydp_synth.data.public import PublicDeclaration, load_training_data, parse_public_spec
 from raydp_synth.data.spec import DatasetSpec, load_dataset, load_raw, parse_dataset_spec
 from raydp_synth.data.transforms import default_image_size
 
 __all__ = [
+    "DataInfo",
     "DatasetSpec",
     "DatasetSplits",
     "ImageDataset",
     "PublicDeclaration",
     "RawImages",
+    "data_info",
     "default_image_size",
     "load_dataset",
     "load_training_data",

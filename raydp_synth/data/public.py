@@ -20,6 +20,7 @@ training splits of neighbouring datasets are neighbouring or equal.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +30,15 @@ from raydp_synth.data.splits import record_uniforms
 from raydp_synth.data.transforms import resize_uint8, to_unit_range
 from raydp_synth.errors import DataError
 
-__all__ = ["PublicDeclaration", "absolute_public_spec", "load_public_records", "load_training_data",
-           "parse_public_spec"]
+__all__ = [
+    "PublicDeclaration",
+    "absolute_public_spec",
+    "effective_public",
+    "load_public_records",
+    "load_training_data",
+    "parse_public_spec",
+    "public_records",
+]
 
 _FRACTION = ":fraction="
 _PUBLIC_PERSON = b"raydp-public-v1"
@@ -157,3 +165,21 @@ def load_public_records(spec: str, *, like: ImageDataset, flag: str) -> ImageDat
     return ImageDataset(images=to_unit_range(resize_uint8(images, like.image_shape[1])),
                         labels=np.ascontiguousarray(labels, dtype=np.int64),
                         num_classes=like.num_classes, name=spec, public=True)
+
+
+def effective_public(method: Any, dataset: str, public: str | None) -> str | None:
+    """The user's ``--public``, or the method's documented default for ``dataset``
+    (announced on stdout: declaring data public is the curator's decision)."""
+    if public is not None:
+        return public
+    default = method.default_public.get(str(parse_dataset_spec(dataset)))
+    if default is not None:
+        print(f"[raydp_synth] {method.name}: no --public given; using the documented default "
+              f"declaration --public {default} (see README)")
+    return default
+
+
+def public_records(spec: str, *, like: ImageDataset, seed: int) -> ImageDataset:
+    """Every record of a dataset the user declared public, shaped like ``like``."""
+    del seed  # a public dataset is used whole
+    return load_public_records(spec, like=like, flag=f"--public-validation {spec}")

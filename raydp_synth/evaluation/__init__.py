@@ -3,8 +3,8 @@
 * :mod:`~raydp_synth.evaluation.classifiers`: the three CAS classifiers.
 * :mod:`~raydp_synth.evaluation.feature_net`: the network behind FID and IS.
 * :mod:`~raydp_synth.evaluation.metrics`: FID, inception score, CAS.
-* :mod:`~raydp_synth.evaluation.selection`: the private selection score (a DP
-  release in the trial's plan).
+* :mod:`~raydp_synth.evaluation.selection`: scoring a generator for selection (its
+  release is the mechanism of :mod:`raydp_synth.privacy.selection_score`).
 * :mod:`~raydp_synth.evaluation.report`: a run directory's ``evaluation.json`` and
   privacy-utility plot (``python -m raydp_synth.evaluate``).
 

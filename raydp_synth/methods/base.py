@@ -29,55 +29,22 @@ release in the plan.
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from raydp_synth.errors import ConfigError
-from raydp_synth.evaluation.selection import with_score_mechanism
+from raydp_synth.config import config_from_mapping
+from raydp_synth.data.info import DataInfo
 from raydp_synth.privacy.calibration import MechanismSpec, PlanPrice, calibrate_plan
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
+from raydp_synth.privacy.selection_score import with_score_mechanism
 
 if TYPE_CHECKING:
-    from raydp_synth.train.context import WorkerContext
+    from raydp_synth.runtime.context import WorkerContext
 
-__all__ = [
-    "DataInfo",
-    "Method",
-    "batch_sample_rate",
-    "config_from_mapping",
-    "config_to_dict",
-    "require_betas",
-    "require_positive",
-]
-
-
-@dataclass(frozen=True, kw_only=True)
-class DataInfo:
-    """Public facts about the sensitive training split that a plan may depend on.
-
-    Attributes:
-        num_records: n, the number of training records: a declared public fact of
-            the guarantee (q = B / n publishes it; the relation is zero-out, see
-            docs/privacy.md, "What the guarantee assumes public").
-        image_size: side of the (square) images the model is built for.
-        channels: image channels (1 or 3).
-        num_classes: number of labels.
-        public_records: records of the data the curator declared public
-            (``--public``), which a method may use without noise; 0 when none.
-    """
-
-    num_records: int
-    image_size: int
-    channels: int
-    num_classes: int
-    public_records: int = 0
+__all__ = ["Method"]
 
 
 class Method(ABC):
@@ -161,99 +128,3 @@ class Method(ABC):
         z = torch.randn(len(labels), config.latent_dim, generator=rng).to(device)
         with torch.no_grad():
             return generator(z, labels.to(device))
-
-
-def _coerce(name: str, value: Any, annotation: Any) -> Any:
-    """Convert a user value (often a string from ``--set``) to the field's type."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in args:
-                return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(name, value, arg)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{name}={value!r} is not a valid {annotation}")
-    try:
-        if origin is tuple:
-            items = value.split(",") if isinstance(value, str) else list(value)
-            return tuple(_coerce(name, v, args[0]) for v in items)
-        if annotation is bool:
-            if isinstance(value, str):
-                if value.lower() in ("true", "1", "yes"):
-                    return True
-                if value.lower() in ("false", "0", "no"):
-                    return False
-                raise ValueError
-            return bool(value)
-        if annotation is int:
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            return int(float(value)) if isinstance(value, str) and "." in value else int(value)
-        if annotation is float:
-            return float(value)
-        if annotation is str:
-            return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}={value!r} is not a valid {getattr(annotation, '__name__', annotation)}") from None
-    return value
-
-
-def config_from_mapping(cls: type, values: Mapping[str, Any], **extra: Any) -> Any:
-    """Build the frozen config dataclass ``cls`` from user values.
-
-    Unknown keys are rejected with the list of valid ones; values are coerced to
-    the field types; ``cls.__post_init__`` validates ranges.
-    """
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ConfigError(
-            f"unknown setting(s) {', '.join(unknown)} for {cls.__name__}; "
-            f"valid keys: {', '.join(sorted(fields))}"
-        )
-    kwargs = {k: _coerce(k, v, hints[k]) for k, v in values.items()}
-    kwargs.update(extra)
-    return cls(**kwargs)
-
-
-def batch_sample_rate(batch_size: int, num_records: int) -> float:
-    """The Poisson rate q = B / n of an expected batch B (refused above n)."""
-    if batch_size > num_records:
-        raise ConfigError(f"batch_size={batch_size} exceeds the {num_records} training records; "
-                          "use a smaller batch_size")
-    return batch_size / num_records
-
-
-def require_betas(config: Any) -> None:
-    """Adam's ``beta1`` and ``beta2`` in [0, 1)."""
-    for name in ("beta1", "beta2"):
-        if not 0 <= getattr(config, name) < 1:
-            raise ConfigError(f"Expected 0 <= {name}={getattr(config, name)} < 1.")
-
-
-def require_positive(config: Any, *, integers: tuple[str, ...] = (),
-                     floats: tuple[str, ...] = ()) -> None:
-    """A config's range checks: ``integers`` >= 1, ``floats`` finite and > 0."""
-    import math
-
-    for name in integers:
-        if getattr(config, name) < 1:
-            raise ConfigError(f"Expected {name}={getattr(config, name)} >= 1.")
-    for name in floats:
-        value = getattr(config, name)
-        if not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"Expected {name}={value} > 0.")
-
-
-def config_to_dict(config: Any) -> dict[str, Any]:
-    """Plain JSON-able dict of a config dataclass (tuples become lists)."""
-    return {
-        k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()
-    }

@@ -1,50 +1,43 @@
-"""The method registry: names -> :class:`~raydp_synth.methods.base.Method` instances."""
+"""The method registry: a static table of method names -> method classes.
+
+Adding a method is one folder under ``raydp_synth/methods/`` and one line in
+:data:`METHODS` (see docs/adding-a-method.md).
+"""
 
 from __future__ import annotations
 
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.base import Method
+from raydp_synth.methods.dpaf import DPAF
+from raydp_synth.methods.dpgan import DPGAN
+from raydp_synth.methods.dpwgan import DPWGAN
+from raydp_synth.methods.privimage import PrivImageD, PrivImageG
 
-__all__ = ["get_method", "method_names", "register_method"]
+__all__ = ["METHODS", "get_method", "method_names"]
 
-_REGISTRY: dict[str, Method] = {}
-
-#: Methods of the papers that are not built yet: asking for one says so (none now).
-NOT_BUILT: dict[str, str] = {}
-
-
-def register_method(method: Method) -> Method:
-    """Register a method under ``method.name``; a second registration is an error."""
-    if method.name in _REGISTRY:
-        raise ValueError(f"method {method.name!r} is already registered")
-    _REGISTRY[method.name] = method
-    return method
-
-
-def _load_builtin_methods() -> None:
-    # Importing a method module registers it (one import per built-in method).
-    import raydp_synth.methods.dpaf  # noqa: F401
-    import raydp_synth.methods.dpgan  # noqa: F401
-    import raydp_synth.methods.dpwgan  # noqa: F401
-    import raydp_synth.methods.privimage  # noqa: F401
+#: Every built-in method, by the name users give on the command line.
+METHODS: dict[str, type[Method]] = {
+    "dpaf": DPAF,
+    "dpgan": DPGAN,
+    "dpwgan": DPWGAN,
+    "privimage-g": PrivImageG,
+    "privimage-d": PrivImageD,
+}
 
 
 def get_method(name: str) -> Method:
-    """The registered method called ``name``.
+    """A new instance of the method called ``name`` (methods hold no state).
 
     Raises:
         ConfigError: unknown name (the message lists the registered ones).
     """
-    _load_builtin_methods()
-    if name in NOT_BUILT:
-        raise ConfigError(NOT_BUILT[name])
-    if name not in _REGISTRY:
+    if name not in METHODS:
         raise ConfigError(
             f"unknown method {name!r}; registered methods: {', '.join(method_names())}"
         )
-    return _REGISTRY[name]
+    return METHODS[name]()
 
 
 def method_names() -> list[str]:
-    _load_builtin_methods()
-    return sorted(_REGISTRY)
+    """The registered method names, sorted."""
+    return sorted(METHODS)

@@ -4,7 +4,7 @@ per-record randomness.
 A loop never indexes the training split itself. It asks the worker context for a
 :class:`RecordSampler` of a plan mechanism, gets :class:`RecordBatch` objects from it,
 and hands each batch to that mechanism's *pre-noise function* through
-:meth:`~raydp_synth.train.context.WorkerContext.pre_noise_sum`. The pre-noise function
+:meth:`~raydp_synth.runtime.context.WorkerContext.pre_noise_sum`. The pre-noise function
 is the one place where real records are read; the neighbouring-dataset contract test
 calls the same function, with the loop's own state, on the batch and on the batch
 without each of its records.

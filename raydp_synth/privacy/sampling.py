@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["PoissonSampler", "shard_indices"]
+from raydp_synth.errors import ConfigError
+
+__all__ = ["PoissonSampler", "batch_sample_rate", "shard_indices"]
 
 
 def shard_indices(num_records: int, *, rank: int, world_size: int) -> torch.Tensor:
@@ -44,3 +46,11 @@ class PoissonSampler:
         """One batch: the selected record indices (possibly none)."""
         mask = torch.rand(len(self.indices), generator=self.generator) < self.sample_rate
         return self.indices[mask]
+
+
+def batch_sample_rate(batch_size: int, num_records: int) -> float:
+    """The Poisson rate q = B / n of an expected batch B (refused above n)."""
+    if batch_size > num_records:
+        raise ConfigError(f"batch_size={batch_size} exceeds the {num_records} training records; "
+                          "use a smaller batch_size")
+    return batch_size / num_records

@@ -28,7 +28,7 @@ from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.release.generator import GENERATOR_CONFIG, GENERATOR_WEIGHTS, TrainedGenerator
 
 if TYPE_CHECKING:
-    from raydp_synth.methods import DataInfo
+    from raydp_synth.data import DataInfo
 
 __all__ = [
     "DEFAULT_SYNTHETIC_SAMPLES",

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods import DataInfo, Method, get_method
+from raydp_synth.methods import Method, get_method
 
 __all__ = ["GENERATOR_CONFIG", "GENERATOR_WEIGHTS", "TrainedGenerator"]
 
@@ -64,7 +65,7 @@ class TrainedGenerator:
 
     def descriptor(self) -> dict[str, Any]:
         """What ``generator.json`` records (public: no data-dependent values)."""
-        from raydp_synth.methods.base import config_to_dict
+        from raydp_synth.config import config_to_dict
 
         return {"method": self.method.name, "config": config_to_dict(self.config),
                 "data_info": self.data.__dict__, "class_names": list(self.class_names)}

@@ -30,41 +30,34 @@ from typing import Any
 
 import torch
 
-from raydp_synth.data import ImageDataset, load_training_data, parse_public_spec
-from raydp_synth.data.public import load_public_records
+from raydp_synth.config import config_to_dict
+from raydp_synth.data import DataInfo, data_info, load_training_data, parse_public_spec
+from raydp_synth.data.public import effective_public, public_records
 from raydp_synth.errors import ConfigError
 from raydp_synth.evaluation.selection import (
     DEFAULT_SCORE_CLASSIFIER,
-    DEFAULT_SCORE_SHARE,
-    SelectionScore,
     score_generator,
     validate_score_settings,
 )
-from raydp_synth.methods import DataInfo, get_method
-from raydp_synth.methods.base import config_to_dict
+from raydp_synth.methods import get_method
 from raydp_synth.privacy.accounting import validate_budget, validate_delta
 from raydp_synth.privacy.plan import PrivacyPlan
+from raydp_synth.privacy.records import derived_seed
+from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE, SelectionScore
 from raydp_synth.release import TrainedGenerator, privacy_statement, write_release
 from raydp_synth.release.bundle import (
     DEFAULT_SYNTHETIC_SAMPLES,
     public_facts,
     validate_synthetic_samples,
 )
-from raydp_synth.train.context import derived_seed
-from raydp_synth.train.ray_session import threads_for
+from raydp_synth.runtime.resources import check_gpus, scaling_config, threads_for, torch_backend
 from raydp_synth.train.worker import CHECKPOINT_METRICS, CHECKPOINT_STATE, train_loop_per_worker
 
 __all__ = [
     "RunResult",
     "TrainRequest",
-    "check_gpus",
-    "data_info",
-    "effective_public",
     "fit_on_ray_train",
-    "public_records",
     "run_training",
-    "scaling_config",
-    "torch_backend",
 ]
 
 
@@ -160,34 +153,6 @@ def _owner_only_files() -> Iterator[None]:
         os.umask(previous)
 
 
-def torch_backend(use_gpu: bool) -> str:
-    """The collective backend of a trial's workers: NCCL between GPUs, gloo on CPUs."""
-    return "nccl" if use_gpu else "gloo"
-
-
-def scaling_config(*, workers: int, use_gpu: bool, cpus_per_worker: float) -> Any:
-    """Ray Train's ``ScalingConfig`` of one run: ``workers`` workers, each with
-    ``cpus_per_worker`` CPUs and, with ``use_gpu``, one whole GPU of its own (so a
-    worker's CUDA device is never shared with another worker's DP step)."""
-    from ray.train import ScalingConfig
-
-    return ScalingConfig(
-        num_workers=workers,
-        use_gpu=use_gpu,
-        resources_per_worker={"CPU": cpus_per_worker, **({"GPU": 1} if use_gpu else {})},
-    )
-
-
-def check_gpus(*, use_gpu: bool, gpus_per_trial: int, cluster_gpus: float) -> None:
-    """Refuse ``--use-gpu`` on a local Ray without enough GPUs (it would wait forever);
-    a cluster (``RAY_ADDRESS``) may still scale up, so it is trusted."""
-    if use_gpu and cluster_gpus < gpus_per_trial and not os.environ.get("RAY_ADDRESS"):
-        raise ConfigError(
-            f"--use-gpu asks for {gpus_per_trial} GPU(s) but this machine's Ray has "
-            f"{cluster_gpus:g}; drop --use-gpu, use fewer workers, or submit to a GPU cluster"
-        )
-
-
 def fit_on_ray_train(
     *,
     method: str,
@@ -248,33 +213,6 @@ def fit_on_ray_train(
     return state, metrics
 
 
-def effective_public(method: Any, dataset: str, public: str | None) -> str | None:
-    """The user's ``--public``, or the method's documented default for ``dataset``
-    (announced on stdout: declaring data public is the curator's decision)."""
-    if public is not None:
-        return public
-    from raydp_synth.data import parse_dataset_spec
-
-    default = method.default_public.get(str(parse_dataset_spec(dataset)))
-    if default is not None:
-        print(f"[raydp_synth] {method.name}: no --public given; using the documented default "
-              f"declaration --public {default} (see README)")
-    return default
-
-
-def data_info(train: ImageDataset, public: ImageDataset | None) -> DataInfo:
-    """The public facts of a training split (and of the declared public records)."""
-    return DataInfo(num_records=len(train), image_size=train.image_shape[1],
-                    channels=train.image_shape[0], num_classes=train.num_classes,
-                    public_records=len(public) if public is not None else 0)
-
-
-def public_records(spec: str, *, like: ImageDataset, seed: int) -> ImageDataset:
-    """Every record of a dataset the user declared public, shaped like ``like``."""
-    del seed  # a public dataset is used whole
-    return load_public_records(spec, like=like, flag=f"--public-validation {spec}")
-
-
 def run_training(request: TrainRequest) -> RunResult:
     """Plan, train on Ray Train workers, and write the run directory (owner-only)."""
     with _owner_only_files():
@@ -333,7 +271,8 @@ def _run_training(request: TrainRequest) -> RunResult:
         plan = method.plan(config, epsilon=request.epsilon, delta=request.delta, data=data,
                            score_share=score_share)
     _check_out(request.out.resolve())  # before starting Ray: cheap checks first
-    from raydp_synth.train.ray_session import ensure_ray, largest_node_cpus, worker_cpu_share
+    from raydp_synth.runtime.ray_session import ensure_ray
+    from raydp_synth.runtime.resources import largest_node_cpus, worker_cpu_share
 
     total_cpus = ensure_ray()
     import ray

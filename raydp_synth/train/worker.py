@@ -15,10 +15,11 @@ from typing import Any
 
 import torch
 
-from raydp_synth.data import load_training_data
-from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.data import DataInfo, load_training_data
+from raydp_synth.methods import get_method
 from raydp_synth.privacy.plan import PrivacyPlan
-from raydp_synth.train.context import WorkerContext, derived_seed
+from raydp_synth.privacy.records import derived_seed
+from raydp_synth.runtime.context import WorkerContext
 
 __all__ = ["CHECKPOINT_METRICS", "CHECKPOINT_STATE", "Reporter", "UnsafeMetricError", "train_loop_per_worker"]
 

@@ -31,7 +31,8 @@ import numpy as np
 from dp_accounting import dp_event
 
 from raydp_synth.accountant.pricing import rdp_curve
-from raydp_synth.methods.base import DataInfo, Method
+from raydp_synth.data import DataInfo
+from raydp_synth.methods.base import Method
 from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.plan import PrivacyPlan
 

@@ -31,7 +31,7 @@ searched nor fixed. PyYAML reads ``1e-4`` (no dot) as a string: float bounds acc
 such strings too.
 
 Fitting the space to the data. The space is checked against the dataset's public
-:class:`~raydp_synth.methods.base.DataInfo` by building configs with the method
+:class:`~raydp_synth.data.info.DataInfo` by building configs with the method
 itself (``method.make_config``, then ``method.schedule``: shapes, sample rates, step
 counts), so no method-specific rule lives here. Numeric params are held at ``low``
 unless said otherwise.
@@ -70,8 +70,9 @@ import optuna
 import yaml
 
 import raydp_synth
+from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import DataInfo, Method
+from raydp_synth.methods.base import Method
 from raydp_synth.methods.registry import get_method
 
 __all__ = [

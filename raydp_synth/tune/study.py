@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
-from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER, DEFAULT_SCORE_SHARE
+from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
+from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
 
 if TYPE_CHECKING:
@@ -169,7 +170,8 @@ def _run_study(request: StudyRequest) -> StudyResult:
 
     method = get_method(request.method)
     shape = parse_distribution(request.distribution)
-    from raydp_synth.train.driver import data_info, effective_public
+    from raydp_synth.data import data_info
+    from raydp_synth.data.public import effective_public
 
     declared = effective_public(method, request.dataset, request.public)
     splits, public = load_training_data(request.dataset, public=declared, seed=request.seed)
@@ -190,7 +192,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
         raise ConfigError(f"study {study_dir} already exists; pass --resume to continue it "
                           "or choose a new --name")
     if request.public_validation:
-        from raydp_synth.train.driver import public_records
+        from raydp_synth.data.public import public_records
 
         public_records(request.public_validation, like=train, seed=request.seed)  # validates
     score_share = 0.0 if request.public_validation else request.score_share
@@ -206,12 +208,13 @@ def _run_study(request: StudyRequest) -> StudyResult:
     for note in space.notes:
         print(f"[raydp_synth] search space: {note}")
 
-    from raydp_synth.train.ray_session import ensure_ray, largest_node_cpus, worker_cpu_share
+    from raydp_synth.runtime.ray_session import ensure_ray
+    from raydp_synth.runtime.resources import largest_node_cpus, worker_cpu_share
 
     total_cpus = ensure_ray()
     import ray
 
-    from raydp_synth.train.driver import check_gpus
+    from raydp_synth.runtime.resources import check_gpus
 
     check_gpus(use_gpu=request.use_gpu, gpus_per_trial=request.workers_per_trial,
                cluster_gpus=ray.cluster_resources().get("GPU", 0))
@@ -309,7 +312,7 @@ def first_points(request: StudyRequest, space: SearchSpace,
     hyperparameters from one fixed distribution, which a fixed first trial breaks.
     Not on --resume (the default ran, or Tune's restored searcher holds it).
     """
-    from raydp_synth.methods.base import config_to_dict
+    from raydp_synth.config import config_to_dict
 
     if request.selection != "compose" or request.resume:
         return None

@@ -78,13 +78,13 @@ def run_trial(config: dict[str, Any], study: dict[str, Any]) -> None:
     from ray.tune.integration.ray_train import TuneReportCallback
 
     from raydp_synth.accountant import get_accountant
-    from raydp_synth.data import load_training_data
+    from raydp_synth.config import config_to_dict
+    from raydp_synth.data import DataInfo, load_training_data
     from raydp_synth.evaluation.selection import score_generator
-    from raydp_synth.methods import DataInfo, get_method
-    from raydp_synth.methods.base import config_to_dict
+    from raydp_synth.methods import get_method
     from raydp_synth.privacy.events import event_to_json
+    from raydp_synth.privacy.records import derived_seed
     from raydp_synth.release import TrainedGenerator
-    from raydp_synth.train.context import derived_seed
     from raydp_synth.train.driver import fit_on_ray_train
     from raydp_synth.tune.search_space import SearchSpace
 
@@ -127,7 +127,7 @@ def run_trial(config: dict[str, Any], study: dict[str, Any]) -> None:
     )
     split = splits.val
     if study.get("public_validation"):
-        from raydp_synth.train.driver import public_records
+        from raydp_synth.data.public import public_records
 
         split = public_records(study["public_validation"], like=splits.train, seed=study["seed"])
     score = score_generator(

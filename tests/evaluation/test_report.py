@@ -12,7 +12,8 @@ import torch
 from PIL import Image
 
 from raydp_synth.cli import run_cli
-from raydp_synth.data import DatasetSplits, ImageDataset, load_dataset
+from raydp_synth.config import config_to_dict
+from raydp_synth.data import DataInfo, DatasetSplits, ImageDataset, load_dataset
 from raydp_synth.evaluate import main as evaluate_main
 from raydp_synth.evaluation.report import (
     EVALUATION_FILE,
@@ -20,8 +21,7 @@ from raydp_synth.evaluation.report import (
     EvaluationSettings,
     evaluate_run,
 )
-from raydp_synth.methods import DataInfo, get_method
-from raydp_synth.methods.base import config_to_dict
+from raydp_synth.methods import get_method
 from raydp_synth.release import TrainedGenerator, privacy_statement, write_release
 
 INFO = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)

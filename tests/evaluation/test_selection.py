@@ -7,16 +7,17 @@ import numpy as np
 import pytest
 import torch
 
+from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
-from raydp_synth.evaluation.selection import (
+from raydp_synth.methods import get_method
+from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.plan import Mechanism
+from raydp_synth.privacy.selection_score import (
     SELECTION_SCORE,
     correct_count,
     release_score,
     with_score_mechanism,
 )
-from raydp_synth.methods import DataInfo, get_method
-from raydp_synth.privacy.accounting import epsilon_of
-from raydp_synth.privacy.plan import Mechanism
 from tests.stats import assert_gaussian_std, std_interval
 
 DIGITS = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)

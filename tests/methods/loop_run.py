@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from raydp_synth.train.context import WorkerContext
+from raydp_synth.runtime.context import WorkerContext
 
 
 def run_loop(method: Any, config: Any, plan: Any, info: Any, train: Any,

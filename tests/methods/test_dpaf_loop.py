@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from raydp_synth.data import load_dataset
+from raydp_synth.data import DataInfo, load_dataset
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.methods import get_method
 from raydp_synth.methods.dpaf.loop import total_variation
 from tests.methods.loop_run import run_loop
 

@@ -8,8 +8,9 @@ import dp_accounting as dpa
 import pytest
 import torch
 
+from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.methods import get_method
 from raydp_synth.methods.dpaf.mechanisms import dpagg
 from raydp_synth.methods.dpaf.networks import DiscriminatorParts
 from raydp_synth.privacy.accounting import epsilon_of

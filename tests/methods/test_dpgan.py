@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from raydp_synth.data import ImageDataset, load_dataset
+from raydp_synth.data import DataInfo, ImageDataset, load_dataset
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.methods import get_method
 from raydp_synth.methods.dpgan.grouping import (
     ClipGroups,
     cluster_bounds,
@@ -23,7 +23,7 @@ from raydp_synth.methods.dpgan.grouping import (
 )
 from raydp_synth.methods.dpgan.loop import prepare
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
-from raydp_synth.train.context import WorkerContext
+from raydp_synth.runtime.context import WorkerContext
 from tests.methods.loop_run import run_loop
 from tests.stats import assert_gaussian_std
 

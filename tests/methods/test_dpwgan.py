@@ -8,8 +8,8 @@ import dp_accounting as dpa
 import pytest
 import torch
 
-from raydp_synth.data import load_dataset
-from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.data import DataInfo, load_dataset
+from raydp_synth.methods import get_method
 from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
 from raydp_synth.methods.dpwgan.networks import Critic
 from raydp_synth.privacy.dp_sgd import private_gradient

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import torch
 
-from raydp_synth.data import ImageDataset, load_training_data
-from raydp_synth.methods import DataInfo, get_method, method_names
+from raydp_synth.data import DataInfo, ImageDataset, load_training_data
+from raydp_synth.methods import get_method, method_names
 from raydp_synth.privacy.records import RecordBatch
 from tests.methods.loop_run import run_loop
 

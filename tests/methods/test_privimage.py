@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from raydp_synth.data import ImageDataset, load_training_data
+from raydp_synth.data import DataInfo, ImageDataset, load_training_data
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.methods import get_method
 from raydp_synth.methods.privimage import SEMANTIC_QUERY, release_semantics
 from raydp_synth.methods.privimage.semantics import SemanticQuery, select_public, semantic_histogram
 from raydp_synth.privacy.accounting import epsilon_of
-from raydp_synth.train.context import WorkerContext
+from raydp_synth.runtime.context import WorkerContext
 from tests.methods.loop_run import run_loop
 from tests.stats import assert_gaussian_std
 

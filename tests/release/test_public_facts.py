@@ -11,11 +11,12 @@ import dp_accounting as dpa
 import pytest
 from dp_accounting import rdp
 
+from raydp_synth.config import config_to_dict
+from raydp_synth.data import DataInfo
 from raydp_synth.data.parquet import load_parquet_raw
 from raydp_synth.errors import ConfigError
-from raydp_synth.evaluation.selection import DEFAULT_SCORE_SHARE
-from raydp_synth.methods import DataInfo, get_method
-from raydp_synth.methods.base import config_to_dict
+from raydp_synth.methods import get_method
+from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release import TrainedGenerator, privacy_statement, write_release
 from raydp_synth.release.bundle import (
     DEFAULT_SYNTHETIC_SAMPLES,

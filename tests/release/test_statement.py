@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from raydp_synth.evaluation.selection import SELECTION_SCORE
-from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.data import DataInfo
+from raydp_synth.methods import get_method
 from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.events import event_from_json
+from raydp_synth.privacy.selection_score import SELECTION_SCORE
 from raydp_synth.release import privacy_statement
 
 INFO = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)

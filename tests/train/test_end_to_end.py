@@ -10,11 +10,11 @@ import pytest
 from PIL import Image
 
 from raydp_synth.data.parquet import load_parquet_raw
-from raydp_synth.evaluation.selection import SELECTION_SCORE
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.events import event_from_json
 from raydp_synth.privacy.plan import PrivacyPlan
+from raydp_synth.privacy.selection_score import SELECTION_SCORE
 from raydp_synth.train.driver import TrainRequest, run_training
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -7,7 +7,7 @@ import pytest
 
 from raydp_synth.cli import run_cli
 from raydp_synth.errors import ConfigError
-from raydp_synth.train.driver import check_gpus, scaling_config, torch_backend
+from raydp_synth.runtime.resources import check_gpus, scaling_config, torch_backend
 
 
 def test_each_gpu_worker_asks_for_one_whole_gpu_and_its_cpu_share() -> None:
@@ -55,7 +55,7 @@ def test_a_gpu_study_on_a_cpu_only_ray_is_one_clear_line(ray_local, capsys, tmp_
 def test_worker_threads_follow_the_worker_cpu_share() -> None:
     """A worker gets its share of the cluster's CPUs, and as many torch threads as
     whole CPUs in it (a 1-worker run on a 16-core GPU machine used one thread)."""
-    from raydp_synth.train.ray_session import threads_for, worker_cpu_share
+    from raydp_synth.runtime.resources import threads_for, worker_cpu_share
 
     one = worker_cpu_share(total_cpus=16, largest_node=16, workers=1)
     assert one == 16 and threads_for(one) == 16

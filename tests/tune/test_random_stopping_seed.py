@@ -15,7 +15,8 @@ from typing import Any
 import optuna
 import pytest
 
-from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.data import DataInfo
+from raydp_synth.methods import get_method
 from raydp_synth.tune import study as study_module
 from raydp_synth.tune.search_space import FloatParam, SearchSpace, WeightsParam, load_search_space
 from raydp_synth.tune.study import StudyRequest, optuna_search

@@ -11,8 +11,9 @@ import optuna
 import pytest
 import yaml
 
+from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods import DataInfo, get_method
+from raydp_synth.methods import get_method
 from raydp_synth.tune.search_space import (
     CategoricalParam,
     SearchSpace,
@@ -214,7 +215,7 @@ def test_a_compose_study_runs_the_methods_default_config_first(method: str) -> N
     (with the space's fixed values), through Ray Tune's OptunaSearch."""
     from ray.tune.search.optuna import OptunaSearch
 
-    from raydp_synth.methods.base import config_to_dict
+    from raydp_synth.config import config_to_dict
     from raydp_synth.tune.study import StudyRequest, first_points
 
     data = PUBLIC_DIGITS if method.startswith("privimage") else DIGITS

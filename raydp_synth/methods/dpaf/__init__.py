@@ -7,14 +7,14 @@ from typing import Any
 
 import torch
 
-from raydp_synth.methods.base import DataInfo, Method
+from raydp_synth.data import DataInfo
+from raydp_synth.methods.base import Method
 from raydp_synth.methods.dpaf.config import DPAFConfig
 from raydp_synth.methods.dpaf.loop import METRIC_ALLOWLIST, run_dpaf
 from raydp_synth.methods.dpaf.networks import Generator
 from raydp_synth.methods.dpaf.plan import dpaf_schedule
-from raydp_synth.methods.registry import register_method
 from raydp_synth.privacy.calibration import MechanismSpec
-from raydp_synth.train.context import WorkerContext
+from raydp_synth.runtime.context import WorkerContext
 
 __all__ = ["DPAF", "DPAFConfig"]
 
@@ -39,5 +39,3 @@ class DPAF(Method):
 
     def build_generator(self, config: DPAFConfig, data: DataInfo) -> torch.nn.Module:
         return Generator(config.architecture(channels=data.channels, num_classes=data.num_classes))
-
-register_method(DPAF())

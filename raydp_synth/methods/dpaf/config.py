@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from raydp_synth.config import require_positive
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import require_positive
 from raydp_synth.methods.dpaf.networks import Architecture, LayerSplit
 
 __all__ = ["DPAFConfig"]

@@ -38,8 +38,8 @@ from raydp_synth.methods.dpaf.plan import CLASSIFIER, CONV2, DPAGG
 from raydp_synth.privacy.dp_sgd import noised_gradient
 from raydp_synth.privacy.noise import gaussian_noise, noisy_sum
 from raydp_synth.privacy.records import RecordBatch
-from raydp_synth.train.context import WorkerContext
-from raydp_synth.train.distributed import all_reduce_mean_, all_reduce_sum_, data_parallel_step
+from raydp_synth.runtime.context import WorkerContext
+from raydp_synth.runtime.distributed import all_reduce_mean_, all_reduce_sum_, data_parallel_step
 
 __all__ = ["METRIC_ALLOWLIST", "run_dpaf", "total_variation"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 
+from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import DataInfo
 from raydp_synth.methods.dpaf.config import DPAFConfig
 from raydp_synth.privacy.calibration import MechanismSpec
 

@@ -18,13 +18,10 @@ from typing import Any
 
 import torch
 
+from raydp_synth.config import config_from_mapping
+from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import (
-    DataInfo,
-    Method,
-    batch_sample_rate,
-    config_from_mapping,
-)
+from raydp_synth.methods.base import Method
 from raydp_synth.methods.dpgan.config import DPGANConfig
 from raydp_synth.methods.dpgan.loop import (
     CRITIC,
@@ -33,9 +30,9 @@ from raydp_synth.methods.dpgan.loop import (
     model_labels,
     run_dpgan,
 )
-from raydp_synth.methods.registry import register_method
 from raydp_synth.privacy.calibration import MechanismSpec
-from raydp_synth.train.context import WorkerContext
+from raydp_synth.privacy.sampling import batch_sample_rate
+from raydp_synth.runtime.context import WorkerContext
 
 __all__ = ["DPGAN", "DPGANConfig"]
 
@@ -82,5 +79,3 @@ class DPGAN(Method):
     def sample(self, generator: torch.nn.Module, config: DPGANConfig, labels: torch.Tensor, *,
                rng: torch.Generator) -> torch.Tensor:
         return super().sample(generator, config, model_labels(config, labels), rng=rng)
-
-register_method(DPGAN())

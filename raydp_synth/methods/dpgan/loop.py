@@ -45,8 +45,8 @@ from raydp_synth.methods.dpwgan.mechanisms import (
 )
 from raydp_synth.methods.dpwgan.networks import Critic, Generator, refresh_batchnorm
 from raydp_synth.privacy.records import RecordBatch, derived_seed
-from raydp_synth.train.context import WorkerContext
-from raydp_synth.train.distributed import broadcast_parameters_, data_parallel_step
+from raydp_synth.runtime.context import WorkerContext
+from raydp_synth.runtime.distributed import broadcast_parameters_, data_parallel_step
 
 __all__ = ["CRITIC", "METRIC_ALLOWLIST", "DPGANModels", "PublicSide", "build_networks",
            "critic_pre_noise", "prepare", "run_dpgan"]

@@ -14,12 +14,13 @@ import math
 
 import torch
 
-from raydp_synth.methods.base import DataInfo, Method, batch_sample_rate
+from raydp_synth.data import DataInfo
+from raydp_synth.methods.base import Method
 from raydp_synth.methods.dpwgan.config import DPWGANConfig
 from raydp_synth.methods.dpwgan.loop import CRITIC, METRIC_ALLOWLIST, build_networks, run_dpwgan
-from raydp_synth.methods.registry import register_method
 from raydp_synth.privacy.calibration import MechanismSpec
-from raydp_synth.train.context import WorkerContext
+from raydp_synth.privacy.sampling import batch_sample_rate
+from raydp_synth.runtime.context import WorkerContext
 
 __all__ = ["DPWGAN", "DPWGANConfig"]
 
@@ -41,5 +42,3 @@ class DPWGAN(Method):
 
     def build_generator(self, config: DPWGANConfig, data: DataInfo) -> torch.nn.Module:
         return build_networks(config, data.channels, data.num_classes)[1]
-
-register_method(DPWGAN())

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from raydp_synth.config import require_betas, require_positive
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import require_betas, require_positive
 
 __all__ = ["DPWGANConfig"]
 

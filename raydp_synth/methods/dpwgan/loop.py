@@ -21,8 +21,8 @@ from raydp_synth.methods.dpwgan.mechanisms import pair_record_grads
 from raydp_synth.methods.dpwgan.networks import Critic, Generator, refresh_batchnorm
 from raydp_synth.privacy.dp_sgd import clipped_sum, noised_gradient
 from raydp_synth.privacy.records import RecordBatch
-from raydp_synth.train.context import WorkerContext
-from raydp_synth.train.distributed import data_parallel_step
+from raydp_synth.runtime.context import WorkerContext
+from raydp_synth.runtime.distributed import data_parallel_step
 
 __all__ = ["CRITIC", "METRIC_ALLOWLIST", "build_networks", "critic_pre_noise", "run_dpwgan"]
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from raydp_synth.data import ImageDataset
+from raydp_synth.data import DataInfo, ImageDataset
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.base import DataInfo, Method, batch_sample_rate
+from raydp_synth.methods.base import Method
 from raydp_synth.methods.dpgan import DPGAN
 from raydp_synth.methods.dpgan.loop import METRIC_ALLOWLIST, build_networks, model_labels, run_dpgan
 from raydp_synth.methods.privimage.config import PrivImageDConfig, PrivImageGConfig
@@ -44,10 +44,10 @@ from raydp_synth.methods.privimage.semantics import (
     select_public,
     semantic_histogram,
 )
-from raydp_synth.methods.registry import register_method
 from raydp_synth.privacy.calibration import MechanismSpec
 from raydp_synth.privacy.records import RecordBatch
-from raydp_synth.train.context import WorkerContext
+from raydp_synth.privacy.sampling import batch_sample_rate
+from raydp_synth.runtime.context import WorkerContext
 
 __all__ = ["DEFAULT_PUBLIC", "SEMANTIC_QUERY", "PrivImageD", "PrivImageDConfig", "PrivImageG",
            "PrivImageGConfig", "pretraining_set", "release_semantics",
@@ -187,7 +187,3 @@ class PrivImageD(_PrivImage):
         shape = (generator.inp.in_channels, config.image_size, config.image_size)
         return ddim_sample(generator, DDPMSchedule(config.diffusion_steps), labels, shape=shape,
                            steps=config.sample_steps, rng=rng)
-
-
-register_method(PrivImageG())
-register_method(PrivImageD())

@@ -26,8 +26,8 @@ from raydp_synth.methods.privimage.diffusion import (
 )
 from raydp_synth.privacy.dp_sgd import clipped_sum, noised_gradient
 from raydp_synth.privacy.records import RecordBatch, derived_seed
-from raydp_synth.train.context import WorkerContext
-from raydp_synth.train.distributed import broadcast_parameters_
+from raydp_synth.runtime.context import WorkerContext
+from raydp_synth.runtime.distributed import broadcast_parameters_
 
 __all__ = ["DENOISER", "METRIC_ALLOWLIST", "build_denoiser", "denoiser_pre_noise", "run_privimage_d"]
 

@@ -8,13 +8,12 @@ from typing import Any
 
 import torch
 
-from raydp_synth.data import ImageDataset
-from raydp_synth.methods.base import DataInfo
+from raydp_synth.data import DataInfo, ImageDataset
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.records import RecordBatch, RecordSampler, derived_seed, record_keys
 from raydp_synth.privacy.sampling import shard_indices
 
-__all__ = ["Auditor", "PreNoiseFunction", "WorkerContext", "derived_seed"]
+__all__ = ["Auditor", "PreNoiseFunction", "WorkerContext"]
 
 #: A mechanism's pre-noise function: a batch of records -> the sum over the batch of
 #: the per-record contributions the mechanism noises (clipped gradients, bounded

@@ -1,0 +1,143 @@
+"""The package's layers: every import points down, and no module imports itself
+back through others.
+
+Each top-level package (or module) of ``raydp_synth`` has a layer; a module may
+import from its own package and from lower layers only. Function-level and
+``TYPE_CHECKING`` imports count too: a lazy import is still a dependency. The order
+is the one the README's Layout section explains.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import raydp_synth
+
+PACKAGE_ROOT = Path(raydp_synth.__file__).parent
+
+#: Bottom to top. A module may import from its own entry and from earlier entries.
+LAYERS = (
+    "errors",
+    "config",
+    "cli",
+    "privacy",
+    "data",
+    "accountant",
+    "runtime",
+    "methods",
+    "release",
+    "evaluation",
+    "train",
+    "tune",
+    "budget",
+    "evaluate",
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """The ``raydp_synth`` modules ``path`` imports, with line numbers."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.append((target, node.lineno))
+            # ``from pkg import submodule`` imports the submodule.
+            found += [(f"{target}.{alias.name}", node.lineno) for alias in node.names]
+    return [(name, line) for name, line in found if name.split(".")[0] == "raydp_synth"]
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in PACKAGE_ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, path in files.items():
+        for target, _ in _imports(path):
+            if target in files and target != module:
+                graph[module].add(target)
+    return graph
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1  # the package's own __init__
+    if parts[1] not in LAYERS:
+        raise AssertionError(f"{module} is in no layer: add {parts[1]!r} to LAYERS")
+    return LAYERS.index(parts[1])
+
+
+def test_every_package_has_a_layer() -> None:
+    entries = {p.stem if p.is_file() else p.name for p in PACKAGE_ROOT.iterdir()
+               if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+    assert entries <= set(LAYERS), f"not layered: {sorted(entries - set(LAYERS))}"
+
+
+def test_no_upward_import() -> None:
+    upward = []
+    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
+        source = _module_name(path)
+        for target, line in _imports(path):
+            if _layer(target) > _layer(source):
+                upward.append(f"{path.relative_to(PACKAGE_ROOT.parent)}:{line} imports {target}")
+    assert not upward, "imports that point up a layer:\n" + "\n".join(upward)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_no_import_cycle() -> None:
+    cycles = _cycles(_graph())
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("cycle", [{"a": {"b"}, "b": {"c"}, "c": {"a"}}])
+def test_the_cycle_check_finds_a_cycle(cycle: dict[str, set[str]]) -> None:
+    assert _cycles(cycle) == [["a", "b", "c"]]
