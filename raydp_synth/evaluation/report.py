@@ -145,7 +145,7 @@ def default_settings(method: str, **overrides: Any) -> EvaluationSettings:
     from raydp_synth.methods import get_method
 
     final, curve = get_method(method).evaluation_samples
-    values = {"num_synthetic": final, "curve_synthetic": curve}
+    values: dict[str, Any] = {"num_synthetic": final, "curve_synthetic": curve}
     values.update({k: v for k, v in overrides.items() if v is not None})
     return EvaluationSettings(**values)
 
@@ -177,6 +177,8 @@ def evaluate_run(
                           "pass the --out directory of a training run")
     run = json.loads(run_file.read_text())
     settings = default_settings(run["method"], **asdict(settings or EvaluationSettings()))
+    if settings.num_synthetic is None or settings.curve_synthetic is None:
+        raise RuntimeError("default_settings must resolve the synthetic sample counts")
     generator = TrainedGenerator.from_release(run_dir / "release")
     size = generator.data.image_size
     if splits is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import attrs
 import dp_accounting as dpa
 from dp_accounting import dp_event
 
@@ -85,7 +86,7 @@ def event_from_json(data: dict[str, Any]) -> dpa.DpEvent:
         raise ConfigError(f"not a serialised DpEvent: {str(data)[:120]}")
     cls = _EVENT_TYPES[data["type"]]
     kwargs: dict[str, Any] = {}
-    for field in cls.__attrs_attrs__:
+    for field in attrs.fields(cls):
         value = data[field.name]
         if isinstance(value, dict) and "type" in value:
             value = event_from_json(value)

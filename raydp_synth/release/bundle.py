@@ -74,7 +74,7 @@ def sample_grid(images: np.ndarray, *, rows: int, scale: int = 2, pad: int = 2) 
         y, x = pad + r * (h + pad), pad + k * (w + pad)
         grid[y : y + h, x : x + w] = images[i].transpose(1, 2, 0)
     img = Image.fromarray(grid[:, :, 0] if c == 1 else grid, mode="L" if c == 1 else "RGB")
-    return img.resize((img.width * scale, img.height * scale), Image.NEAREST)
+    return img.resize((img.width * scale, img.height * scale), Image.Resampling.NEAREST)
 
 
 def validate_synthetic_samples(count: int) -> None:
