@@ -20,7 +20,8 @@ __all__ = ["ledger_statement", "main"]
 
 def ledger_statement(study_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(statement, entries) of the study in ``study_dir``, priced from its ledger."""
-    from raydp_synth.accountant import LEDGER_NAME, Ledger, StudySettings, compose_epsilon
+    from raydp_synth.accountant import LEDGER_NAME, Ledger, StudySettings
+    from raydp_synth.privacy.accounting import compose_epsilon
     from raydp_synth.privacy.events import event_from_json
 
     path = Path(study_dir) / LEDGER_NAME
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Print a study's ledger and its privacy statement.")
     parser.add_argument("study_dir", type=Path, help="the study directory (STORAGE/NAME)")
     args = parser.parse_args(argv)
-    from raydp_synth.accountant import compose_epsilon
+    from raydp_synth.privacy.accounting import compose_epsilon
     from raydp_synth.privacy.events import event_from_json
 
     statement, entries = ledger_statement(args.study_dir)

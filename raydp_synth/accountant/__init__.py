@@ -1,7 +1,6 @@
 """The study's budget accountant: one privacy budget for the whole search.
 
 * :mod:`~raydp_synth.accountant.ledger`: the durable, append-only ledger.
-* :mod:`~raydp_synth.accountant.pricing`: pure pricing functions (dp-accounting).
 * :mod:`~raydp_synth.accountant.actor`: the named, detached Ray actor that grants or
   refuses each trial's plan and states the guarantee of the whole study.
 """
@@ -19,33 +18,15 @@ from raydp_synth.accountant.actor import (
     get_or_create_accountant,
 )
 from raydp_synth.accountant.ledger import Ledger
-from raydp_synth.accountant.pricing import (
-    ORDERS,
-    compose_epsilon,
-    dominates,
-    draw_trial_count,
-    parse_distribution,
-    random_stopping_epsilon,
-    random_stopping_event,
-    rdp_curve,
-)
 
 __all__ = [
     "LEDGER_NAME",
     "NAMESPACE",
-    "ORDERS",
     "BudgetAccountant",
     "Ledger",
     "StudySettings",
     "actor_name",
     "check_ledger",
-    "compose_epsilon",
-    "dominates",
-    "draw_trial_count",
     "get_accountant",
     "get_or_create_accountant",
-    "parse_distribution",
-    "random_stopping_epsilon",
-    "random_stopping_event",
-    "rdp_curve",
 ]

@@ -62,13 +62,13 @@ from dp_accounting.rdp import RdpAccountant
 from ray.util.metrics import Gauge
 
 from raydp_synth.accountant.ledger import Ledger
-from raydp_synth.accountant.pricing import (
+from raydp_synth.errors import ConfigError, LedgerError
+from raydp_synth.privacy.accounting import (
     dominates,
     draw_trial_count,
     parse_distribution,
     random_stopping_epsilon,
 )
-from raydp_synth.errors import ConfigError, LedgerError
 from raydp_synth.privacy.events import event_from_json, event_to_json
 
 __all__ = [
@@ -135,7 +135,7 @@ class StudySettings:
         trials: the planned number of trials N_max (compose) or the mean E[K]
             (random-stopping); >= 1.
         distribution: the distribution of K (random-stopping only; see
-            :func:`~raydp_synth.accountant.pricing.parse_distribution`).
+            :func:`~raydp_synth.privacy.accounting.parse_distribution`).
         reference_event: E_ref as ``event_to_json`` data (required in
             random-stopping mode), stored in canonical form.
     """
