@@ -4,7 +4,7 @@ next to naive epsilon addition, for one default trial plan.
 
 The trial plan is the default DPAF plan calibrated to ``--trial-epsilon`` on digits
 (with its selection score); every number is dp-accounting's RDP accountant
-(``raydp_synth.accountant.pricing``), nothing hand-typed. Pure accounting: seconds.
+(``raydp_synth.privacy.accounting``), nothing hand-typed. Pure accounting: seconds.
 
 Usage: python bench/search_privacy_cost.py [--method dpaf] [--trial-epsilon 1.0]
        [--delta 1e-5] [--out bench/results/search_privacy_cost.json]
@@ -16,13 +16,13 @@ import argparse
 import json
 from pathlib import Path
 
-from raydp_synth.accountant.pricing import (
+from raydp_synth.data import DataInfo, load_dataset
+from raydp_synth.methods import get_method
+from raydp_synth.privacy.accounting import (
     compose_epsilon,
     parse_distribution,
     random_stopping_epsilon,
 )
-from raydp_synth.data import DataInfo, load_dataset
-from raydp_synth.methods import get_method
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 
 TRIALS = (5, 10, 20, 50, 100)

@@ -1,9 +1,10 @@
 """``python -m raydp_synth.budget STUDY_DIR``: a study's ledger and its statement.
 
 Reads the ledger file only (no Ray needed, also while the study runs): every grant
-and refusal, and the study's current (epsilon, delta) statement priced from the
-ledger by dp-accounting, as the accountant prices it. Curator-only: the ledger is
-inside the trusted boundary (a random-stopping study's trial count K is in it).
+and refusal, and the study's current (epsilon, delta) statement, replayed from the
+ledger by the accountant's Ray-free core (the replay of a restarted accountant).
+Curator-only: the ledger is inside the trusted boundary (a random-stopping study's
+trial count K is in it).
 """
 
 from __future__ import annotations
@@ -19,35 +20,48 @@ __all__ = ["ledger_statement", "main"]
 
 
 def ledger_statement(study_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(statement, entries) of the study in ``study_dir``, priced from its ledger."""
-    from raydp_synth.accountant import LEDGER_NAME, Ledger, StudySettings, compose_epsilon
-    from raydp_synth.privacy.events import event_from_json
+    """(statement, entries) of the study in ``study_dir``, priced from its ledger.
+
+    The ledger is replayed by the accountant's own core
+    (:meth:`~raydp_synth.accountant.core.StudyBudget.replay`), so the statement is the
+    one the accountant makes from the same ledger.
+
+    Raises:
+        ConfigError: no ledger in ``study_dir``, or one that cannot be replayed.
+    """
+    from raydp_synth.accountant.core import LEDGER_NAME, StudyBudget
+    from raydp_synth.accountant.ledger import Ledger
 
     path = Path(study_dir) / LEDGER_NAME
     if not path.is_file():
         raise ConfigError(f"{path} does not exist; pass a study directory (STORAGE/NAME)")
     entries = Ledger(path).entries()
-    if not entries or entries[0].get("kind") != "study":
-        raise ConfigError(f"{path} has no study header; it is not a raydp_synth ledger")
-    header = entries[0]
-    settings = StudySettings(
-        epsilon=header["epsilon"], delta=header["delta"], mode=header["mode"],
-        trials=header["trials"], distribution=header.get("distribution") or "poisson",
-        reference_event=header.get("reference_event"),
-    )
-    grants = [e for e in entries if e.get("kind") == "grant"]
-    if settings.mode == "compose":
-        events = [event_from_json(g["event"]) for g in grants]
-        epsilon = compose_epsilon(events, settings.delta) if events else 0.0
-    else:
-        epsilon = settings.random_stopping_epsilon()
-    statement = {"mode": settings.mode, "epsilon": epsilon, "delta": settings.delta,
-                 "budget_epsilon": settings.epsilon, "trials_granted": len(grants),
-                 "trials_refused": sum(1 for e in entries if e.get("kind") == "refusal")}
+    budget = StudyBudget.replay(entries, source=path)
+    settings = budget.settings
+    statement = {"mode": settings.mode, "epsilon": budget.spent_epsilon(),
+                 "delta": settings.delta, "budget_epsilon": settings.epsilon,
+                 "trials_granted": len(budget.grants), "trials_refused": len(budget.refused)}
     if settings.mode == "random-stopping":
         statement.update(distribution=settings.distribution, mean_trials=settings.trials,
-                         trial_count_secret=header.get("trial_count"))
+                         trial_count_secret=budget.trial_count)
     return statement, entries
+
+
+def _plan_epsilon(entry: dict[str, Any], delta: float) -> str:
+    """The epsilon of an entry's plan, for display ("" without one, "unpriced" for a
+    refused plan that RDP cannot price)."""
+    import dp_accounting as dpa
+
+    from raydp_synth.privacy.accounting import epsilon_of
+    from raydp_synth.privacy.events import event_from_json
+
+    if "event" not in entry:
+        return ""
+    try:
+        return f"{epsilon_of(event_from_json(entry['event']), delta=delta):.4f}"
+    except (ConfigError, KeyError, TypeError, ValueError, ArithmeticError,
+            dpa.UnsupportedEventError):
+        return "unpriced"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,16 +69,11 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Print a study's ledger and its privacy statement.")
     parser.add_argument("study_dir", type=Path, help="the study directory (STORAGE/NAME)")
     args = parser.parse_args(argv)
-    from raydp_synth.accountant import compose_epsilon
-    from raydp_synth.privacy.events import event_from_json
-
     statement, entries = ledger_statement(args.study_dir)
     print(f"ledger of {args.study_dir} ({statement['mode']}):")
     print(f"  {'time':<32} {'kind':<8} {'trial':<22} {'plan epsilon':>12}  reason")
     for entry in entries[1:]:
-        plan_eps = ""
-        if "event" in entry:
-            plan_eps = f"{compose_epsilon([event_from_json(entry['event'])], statement['delta']):.4f}"
+        plan_eps = _plan_epsilon(entry, statement["delta"])
         print(f"  {entry.get('time', ''):<32} {entry['kind']:<8} {entry.get('trial_id', ''):<22} "
               f"{plan_eps:>12}  {entry.get('reason') or ''}")
     print(f"study statement: ({statement['epsilon']:.4f}, {statement['delta']:g})-DP for the whole "

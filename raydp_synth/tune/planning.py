@@ -27,28 +27,14 @@ from dataclasses import replace
 from typing import Any
 
 import dp_accounting as dpa
-import numpy as np
 from dp_accounting import dp_event
 
-from raydp_synth.accountant.pricing import rdp_curve
 from raydp_synth.data import DataInfo
 from raydp_synth.methods.base import Method
-from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.accounting import dominance_ratio, epsilon_of, rdp_curve
 from raydp_synth.privacy.plan import PrivacyPlan
 
-__all__ = ["dominance_ratio", "plan_dominated_by", "plan_for_compose", "reference_plan"]
-
-
-def dominance_ratio(event: dpa.DpEvent, reference: np.ndarray) -> float:
-    """max over the accountant's orders of RDP(event) / RDP(reference); <= 1 iff
-    the event is dominated by the reference at every order."""
-    curve = rdp_curve(event)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(reference > 0, curve / reference, np.where(curve > 0, np.inf, 0.0))
-    # An order where the reference's RDP is unbounded constrains nothing.
-    ratio = np.where(np.isinf(reference), 0.0, ratio)
-    ratio = np.where(np.isnan(ratio), np.inf, ratio)
-    return float(np.max(ratio))
+__all__ = ["plan_dominated_by", "plan_for_compose", "reference_plan"]
 
 
 def _plan_priced(
@@ -122,9 +108,11 @@ def plan_dominated_by(
     score_share: float,
 ) -> PrivacyPlan:
     """A trial's plan, as little noised as possible while dominated by E_ref at every
-    order of the accountant's grid (the accountant checks the same condition)."""
+    order of the accountant's grid: calibrated to a :func:`dominance_ratio` of at most
+    ``1 - 1e-6``, below the accountant's check (the same ratio, at most
+    ``1 + DOMINANCE_RTOL``: :func:`~raydp_synth.privacy.accounting.dominates`)."""
     reference = rdp_curve(reference_event)
-    margin = 1 - 1e-6  # the accountant's check must pass despite float round-off
+    margin = 1 - 1e-6  # headroom below the check; plans are calibrated to it
 
     def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
         return dominance_ratio(plan.event(), reference) / margin

@@ -154,7 +154,7 @@ def run_study(request: StudyRequest) -> StudyResult:
 def _run_study(request: StudyRequest) -> StudyResult:
     from dataclasses import replace
 
-    from raydp_synth.accountant.pricing import parse_distribution
+    from raydp_synth.privacy.accounting import parse_distribution
     from raydp_synth.train.driver import with_absolute_paths
 
     # Trials run in Ray workers, not in the user's working directory.

@@ -1,4 +1,6 @@
-"""The budget accountant as a real, detached Ray actor (no mocks)."""
+"""The budget accountant as a real, detached Ray actor (no mocks): its replies,
+concurrency and restarts. The decisions themselves are the core's
+(tests/accountant/test_core.py, without Ray)."""
 
 from __future__ import annotations
 
@@ -6,10 +8,8 @@ import copy
 import uuid
 from pathlib import Path
 
-import dp_accounting as dpa
 import pytest
 import ray
-from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,10 +23,7 @@ from raydp_synth.accountant import (
 )
 from raydp_synth.accountant.actor import (
     REASON_BUDGET,
-    REASON_CHANGED,
-    REASON_NOT_DOMINATED,
     REASON_RERUN,
-    REASON_TRIAL_COUNT,
 )
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.events import event_from_json, event_to_json, subsampled_gaussian_event
@@ -155,6 +152,7 @@ def test_never_overspends_under_concurrent_requests(ray_local, tmp_path_factory,
 
 
 def test_refuses_at_exhaustion_with_a_clear_reason(ray_local, tmp_path):
+    """The actor's replies, status and lookup by name."""
     plan = _plan(1.0, 0.05, 100)
     budget = _epsilon([plan, plan])  # exactly two copies fit
     name = _name("exhaust")
@@ -184,23 +182,6 @@ def test_refuses_at_exhaustion_with_a_clear_reason(ray_local, tmp_path):
         ray.kill(handle, no_restart=True)
     with pytest.raises(ConfigError, match="no budget accountant"):
         get_accountant(name)
-
-
-def test_idempotent_retries_charge_once(ray_local, tmp_path):
-    plan = _plan(1.0, 0.05, 100)
-    handle = get_or_create_accountant(tmp_path, _name("retry"), **_compose(10.0))
-    try:
-        replies = ray.get([handle.request.remote("t1", plan) for _ in range(4)])
-        assert all(r["granted"] for r in replies)
-        assert {r["spent_epsilon"] for r in replies} == {_epsilon([plan])}
-        changed = ray.get(handle.request.remote("t1", _plan(0.9, 0.05, 100)))
-        assert not changed["granted"] and changed["reason"].startswith(REASON_CHANGED)
-        assert ray.get(handle.request.remote("t1", plan))["granted"]
-        assert [g["trial_id"] for g in _grants(tmp_path)] == ["t1"]
-        status = ray.get(handle.status.remote())
-        assert status["trials_granted"] == 1 and status["trials_refused"] == 0
-    finally:
-        ray.kill(handle, no_restart=True)
 
 
 def test_a_granted_trial_is_never_rerun_under_another_attempt(ray_local, tmp_path):
@@ -259,78 +240,6 @@ def test_rebuilds_from_the_ledger_after_a_crash(ray_local, tmp_path):
         ray.kill(handle, no_restart=True)
 
 
-def test_random_stopping(ray_local, tmp_path):
-    reference = _plan(1.0, 0.02, 200)
-    expected = RdpAccountant()
-    expected.compose(dp_event.RepeatAndSelectDpEvent(event_from_json(reference), 2.0, 1.0))
-    expected_epsilon = expected.get_epsilon(DELTA)
-    study = {
-        "epsilon": 2 * expected_epsilon,
-        "delta": DELTA,
-        "mode": "random-stopping",
-        "trials": 2,
-        "distribution": "geometric",
-        "reference_event": reference,
-    }
-    handle = get_or_create_accountant(tmp_path, _name("rs"), **study)
-    try:
-        statement = ray.get(handle.statement.remote())
-        assert statement["epsilon"] == pytest.approx(expected_epsilon, rel=1e-12)
-        assert statement["mode"] == "random-stopping"
-        assert statement["distribution"] == "geometric" and statement["mean_trials"] == 2
-        assert statement["reference_event"] == reference
-        assert statement["budget_epsilon"] == 2 * expected_epsilon
-
-        less_noise = ray.get(handle.request.remote("x1", _plan(0.9, 0.02, 200)))
-        assert not less_noise["granted"]
-        assert less_noise["reason"].startswith(REASON_NOT_DOMINATED)
-        more_steps = ray.get(handle.request.remote("x2", _plan(1.0, 0.02, 201)))
-        assert not more_steps["granted"]
-
-        header = Ledger(tmp_path / LEDGER_NAME).entries()[0]
-        k = header["trial_count"]
-        assert isinstance(k, int) and k >= 1
-        replies = [ray.get(handle.request.remote(f"t{i}", _plan(1.2, 0.02, 150))) for i in range(k)]
-        assert all(r["granted"] for r in replies)
-        assert {r["spent_epsilon"] for r in replies} == {statement["epsilon"]}
-        assert not ray.get(handle.status.remote())["can_grant"]
-        last = ray.get(handle.request.remote("late", reference))
-        assert not last["granted"] and last["reason"] == REASON_TRIAL_COUNT
-        assert len(_grants(tmp_path)) == k
-
-        final = ray.get(handle.statement.remote())
-        assert final == statement  # the cost was fixed when the study started
-        assert not {"trial_count", "trials_granted", "events"} & set(final)
-        status = ray.get(handle.status.remote())
-        assert "trial_count" not in status and status["trials_granted"] == k
-    finally:
-        ray.kill(handle, no_restart=True)
-
-
-def test_settings_are_validated(tmp_path):
-    base = _compose(1.0)
-    for bad in (
-        {"epsilon": 0.0},
-        {"epsilon": float("inf")},
-        {"delta": 0.0},
-        {"delta": 1.0},
-        {"trials": 0},
-        {"mode": "sum"},
-        {"mode": "random-stopping"},  # no reference plan
-        {"mode": "random-stopping", "reference_event": {"type": "Nope"}},
-        {
-            "mode": "random-stopping",
-            "distribution": "binomial",
-            "reference_event": _plan(1, 0.1, 9),
-        },
-        # the reference plan alone costs more than the budget
-        {"mode": "random-stopping", "reference_event": _plan(0.5, 0.1, 1000)},
-    ):
-        with pytest.raises(ConfigError):
-            BudgetAccountant(str(tmp_path), **(base | bad))
-    assert not (tmp_path / LEDGER_NAME).exists()
-
-
 def test_header_mismatch_on_resume(ray_local, tmp_path):
     plan = _plan(1.0, 0.05, 100)
     name = _name("resume")
@@ -367,16 +276,3 @@ def test_header_mismatch_on_resume(ray_local, tmp_path):
         ray.kill(resumed, no_restart=True)
 
 
-def test_unsupported_or_garbage_plans_are_refused(ray_local, tmp_path):
-    handle = get_or_create_accountant(tmp_path, _name("garbage"), **_compose(3.0))
-    try:
-        for i, event in enumerate(
-            [{"type": "Nope"}, {"no": "type"}, event_to_json(dpa.NonPrivateDpEvent())]
-        ):
-            reply = ray.get(handle.request.remote(f"g{i}", event))
-            assert not reply["granted"] and reply["reason"]
-        with pytest.raises(ConfigError):
-            ray.get(handle.request.remote("", _plan(1.0, 0.05, 10)))
-        assert _grants(tmp_path) == []
-    finally:
-        ray.kill(handle, no_restart=True)

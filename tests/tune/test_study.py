@@ -121,7 +121,7 @@ def test_random_stopping_study_prices_repeat_and_select_of_the_reference_plan(
     """Geometric with mean 1 draws K = 1 surely: one trial, dominated by E_ref."""
     from dp_accounting import dp_event
 
-    from raydp_synth.accountant.pricing import dominates
+    from raydp_synth.privacy.accounting import dominates
 
     run_study(StudyRequest(
         method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",

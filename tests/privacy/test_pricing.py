@@ -10,18 +10,23 @@ from dp_accounting.rdp import RdpAccountant
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_module
 from scipy import stats
 
-from raydp_synth.accountant.pricing import (
+from raydp_synth.errors import ConfigError
+from raydp_synth.privacy.accounting import (
+    CALIBRATION_ORDERS,
+    DOMINANCE_RTOL,
     ORDERS,
+    Composition,
     compose_epsilon,
+    dominance_ratio,
     dominates,
     draw_trial_count,
+    epsilon_of,
     parse_distribution,
     random_stopping_epsilon,
     random_stopping_event,
     rdp_curve,
     sampling_gamma,
 )
-from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.events import subsampled_gaussian_event
 
 DELTA = 1e-5
@@ -31,7 +36,7 @@ def _run(sigma: float = 1.0, q: float = 64 / 60000, steps: int = 10_000) -> dpa.
     return subsampled_gaussian_event(noise_multiplier=sigma, sample_rate=q, num_steps=steps)
 
 
-# accounting.md's table, measured with dp-accounting 0.6.0
+# golden epsilons of the search-cost table, measured with dp-accounting 0.6.0
 @pytest.mark.parametrize(
     ("what", "expected"),
     [
@@ -179,3 +184,86 @@ def test_dominance():
     ref_curve, mixed_curve = rdp_curve(ref), rdp_curve(mixed)
     assert (mixed_curve < ref_curve).any() and (mixed_curve > ref_curve).any()
     assert not dominates(ref, mixed)
+
+
+def _plain_epsilon(event: dpa.DpEvent) -> float:
+    accountant = RdpAccountant()  # dp-accounting's defaults, nothing of ours
+    accountant.compose(event)
+    return accountant.get_epsilon(DELTA)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        _run(),
+        _run(sigma=0.7, q=0.01, steps=300),
+        dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(3.0), 7),
+        dpa.LaplaceDpEvent(2.0),
+        dp_event.RepeatAndSelectDpEvent(_run(sigma=1.0, q=0.01, steps=100), 10.0, 1.0),
+    ],
+)
+def test_one_grid_bit_for_bit_dp_accountings_default(event):
+    """Every way to price on ORDERS gives exactly dp-accounting's default-grid epsilon."""
+    expected = _plain_epsilon(event)
+    assert epsilon_of(event, delta=DELTA) == expected
+    assert compose_epsilon([event], DELTA) == expected
+    assert Composition().plus(event).epsilon(DELTA) == expected
+    assert set(CALIBRATION_ORDERS) <= set(ORDERS)
+    assert epsilon_of(event, delta=DELTA, orders=CALIBRATION_ORDERS) >= expected
+
+
+def test_composition_grows_without_changing_what_it_was():
+    a, b = _run(sigma=1.0, q=0.01, steps=100), dpa.GaussianDpEvent(4.0)
+    empty = Composition()
+    one = empty.plus(a)
+    two = one.plus(b)
+    assert empty.epsilon(DELTA) == 0.0
+    assert one.epsilon(DELTA) == compose_epsilon([a], DELTA)
+    assert two.epsilon(DELTA) == compose_epsilon([a, b], DELTA) == _plain_epsilon(
+        dpa.ComposedDpEvent([a, b]))
+    with pytest.raises(dpa.UnsupportedEventError):
+        one.plus(dpa.SampledWithoutReplacementDpEvent(100, 10, dpa.GaussianDpEvent(1.0)))
+    with pytest.raises(ValueError):
+        one.plus(dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(1.0), -3))
+    assert one.epsilon(DELTA) == compose_epsilon([a], DELTA)
+
+
+def test_an_rdp_that_is_not_a_number_is_no_guarantee():
+    """dp-accounting states epsilon 0 for a NaN RDP; we state inf (fail closed)."""
+    nan = dpa.GaussianDpEvent(math.nan)
+    assert _plain_epsilon(nan) == 0
+    assert epsilon_of(nan, delta=DELTA) == math.inf
+    assert compose_epsilon([_run(), nan], DELTA) == math.inf
+    assert Composition().plus(_run()).plus(nan).epsilon(DELTA) == math.inf
+    assert not dominates(_run(), nan)
+
+
+def test_dominance_ratio_is_the_dominance_check():
+    ref = _run(sigma=1.0, q=0.01, steps=100)
+    curve = rdp_curve(ref)
+    assert dominance_ratio(ref, curve) == 1.0
+    candidates = [
+        *(_run(sigma=s, q=0.01, steps=100) for s in (0.9, 0.99, 1.0, 1.01, 1.3)),
+        *(_run(sigma=1.0, q=0.01, steps=n) for n in (60, 99, 101)),
+        dpa.ComposedDpEvent([_run(sigma=1.0, q=0.01, steps=50), dpa.GaussianDpEvent(3.0)]),
+        dpa.NonPrivateDpEvent(),
+        dpa.NoOpDpEvent(),
+    ]
+    for event in candidates:
+        ratio = dominance_ratio(event, curve)
+        assert dominates(ref, event) == (ratio <= 1 + DOMINANCE_RTOL)
+        # the same decision as the element-wise check it replaces
+        assert dominates(ref, event) == bool(
+            np.all(rdp_curve(event) <= curve + DOMINANCE_RTOL * np.abs(curve)))
+    # an order where the reference is unbounded constrains nothing; a reference of 0
+    # admits only 0; NaN in either curve never dominates
+    gaussian = rdp_curve(dpa.GaussianDpEvent(1.0))
+    unbounded = gaussian.copy()
+    unbounded[:3] = np.inf
+    assert dominance_ratio(dpa.GaussianDpEvent(0.5), unbounded) > 1
+    assert dominance_ratio(dpa.NoOpDpEvent(), np.zeros_like(gaussian)) == 0.0
+    assert dominance_ratio(dpa.GaussianDpEvent(9.0), np.zeros_like(gaussian)) == math.inf
+    with_nan = gaussian.copy()
+    with_nan[5] = np.nan
+    assert dominance_ratio(dpa.GaussianDpEvent(9.0), with_nan) == math.inf
+    assert dominance_ratio(dpa.GaussianDpEvent(math.nan), gaussian) == math.inf

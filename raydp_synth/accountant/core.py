@@ -1,0 +1,594 @@
+"""A study's budget, without Ray: ledger replay, grant or refuse, the statement.
+
+:class:`StudyBudget` is the accountant's whole decision logic, as plain Python: it
+is rebuilt from a ledger's entries (:meth:`StudyBudget.replay`), decides on a
+trial's plan (:meth:`StudyBudget.decide`), takes a decision into its state once the
+decision's ledger entry is durable (:meth:`StudyBudget.record`), and states the
+guarantee of the whole study (:meth:`StudyBudget.statement`). The Ray actor
+(:mod:`raydp_synth.accountant.actor`) holds one, with the ledger file and the gauges;
+``python -m raydp_synth.budget`` replays one from the ledger. Every epsilon comes
+from :mod:`raydp_synth.privacy.accounting`.
+
+Privacy argument, by mode:
+
+* ``compose``: the study's output is the adaptive composition of every granted
+  plan; RDP composes additively at every order, also when a later plan is chosen
+  from earlier DP outputs (Mironov, 2017, "Renyi Differential Privacy",
+  Proposition 1). A plan is granted only if the composition of all grants plus this
+  plan is within the budget, so the stated total never exceeds the budget.
+  Composition only grows (RDP is non-negative), so a refused plan could not have fit
+  later either.
+* ``random-stopping``: Papernot & Steinke, 2022, "Hyperparameter Tuning with Renyi
+  Differential Privacy", Theorems 2 and 6. The number of trials K is drawn once,
+  from OS entropy, when the study's header is written (:func:`new_study_header`),
+  so before any trial touches data: K must be independent of the data and of every
+  trial's output, and unknown to anyone who sees the release, which is why it is
+  drawn from ``secrets`` (not from a user seed), stored only in the curator-only
+  ledger, and never put into :meth:`StudyBudget.statement`. Every granted plan must
+  be dominated by the study's reference plan E_ref at every RDP order; the whole
+  study then costs ``RepeatAndSelectDpEvent(E_ref, mean, shape)``. A granted trial
+  counts as one of the K runs even if it crashes (score -inf).
+
+Never refund: a granted plan counts in full even if its trial crashes, is pruned or
+stops early. Whatever the trial released before stopping (metrics, checkpoints, its
+score) may depend on any part of its plan, and in random-stopping mode "refunding"
+a run would change the distribution of K that the theorem assumes.
+
+Fail closed: a plan that cannot be read or priced is refused (:data:`REASON_INVALID`);
+an epsilon that is NaN is refused (``not total <= budget``); a ledger line that
+cannot be replayed stops the replay with a :class:`~raydp_synth.errors.ConfigError`
+(nothing is granted from a ledger that cannot be read). A decision changes the state
+only through :meth:`StudyBudget.record`, which the caller runs after the decision's
+entry is durable, and only on the state it was decided on.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib.metadata import version
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import dp_accounting as dpa
+import numpy as np
+
+from raydp_synth.accountant.ledger import Ledger
+from raydp_synth.errors import ConfigError
+from raydp_synth.privacy.accounting import (
+    Composition,
+    dominates,
+    draw_trial_count,
+    parse_distribution,
+    random_stopping_epsilon,
+)
+from raydp_synth.privacy.events import event_from_json, event_to_json
+
+__all__ = [
+    "LEDGER_FORMAT",
+    "LEDGER_NAME",
+    "MODES",
+    "REASON_BUDGET",
+    "REASON_CHANGED",
+    "REASON_INVALID",
+    "REASON_NOT_DOMINATED",
+    "REASON_RERUN",
+    "REASON_TRIAL_COUNT",
+    "Decision",
+    "StudyBudget",
+    "StudySettings",
+    "check_ledger",
+    "new_study_header",
+]
+
+#: The ledger's file name inside the study directory.
+LEDGER_NAME = "ledger.jsonl"
+#: The ``format`` of the study header that :func:`new_study_header` writes.
+LEDGER_FORMAT = 1
+MODES = ("compose", "random-stopping")
+
+#: Reasons of refusals (the start of ``reason``; the rest says what was asked).
+REASON_BUDGET = "budget exhausted"
+REASON_TRIAL_COUNT = "the study's trial count is reached"
+REASON_NOT_DOMINATED = "plan is not dominated by the study's reference plan"
+REASON_INVALID = "not a valid plan"
+REASON_CHANGED = "plan differs from the one already granted to this trial"
+REASON_RERUN = "trial already ran"
+
+#: What a malformed or unpriceable event raises while it is read or priced.
+_UNREADABLE = (ConfigError, KeyError, TypeError, ValueError)
+_UNPRICEABLE = (dpa.UnsupportedEventError, TypeError, ValueError, ArithmeticError)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudySettings:
+    """What a study's accountant prices with; validated on construction.
+
+    Attributes:
+        epsilon: the study's total budget (finite, > 0).
+        delta: the delta of every statement (0 < delta < 1).
+        mode: ``"compose"`` or ``"random-stopping"``.
+        trials: the planned number of trials N_max (compose) or the mean E[K]
+            (random-stopping); >= 1.
+        distribution: the distribution of K (random-stopping only; see
+            :func:`~raydp_synth.privacy.accounting.parse_distribution`).
+        reference_event: E_ref as ``event_to_json`` data (required in
+            random-stopping mode), stored in canonical form.
+    """
+
+    epsilon: float
+    delta: float
+    mode: str
+    trials: int
+    distribution: str = "poisson"
+    reference_event: dict[str, Any] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.epsilon, bool)
+            or not isinstance(self.epsilon, (int, float))
+            or not (math.isfinite(self.epsilon) and self.epsilon > 0)
+        ):
+            raise ConfigError(f"--epsilon {self.epsilon!r} must be a finite number > 0")
+        if (
+            isinstance(self.delta, bool)
+            or not isinstance(self.delta, (int, float))
+            or not (0 < self.delta < 1)
+        ):
+            raise ConfigError(f"--delta {self.delta!r} must satisfy 0 < delta < 1")
+        if self.mode not in MODES:
+            raise ConfigError(f"--selection {self.mode!r} must be one of {', '.join(MODES)}")
+        if (
+            isinstance(self.trials, bool)
+            or not isinstance(self.trials, numbers.Integral)
+            or self.trials < 1
+        ):
+            raise ConfigError(f"--trials {self.trials!r} must be an integer >= 1")
+        object.__setattr__(self, "trials", int(self.trials))
+        object.__setattr__(self, "epsilon", float(self.epsilon))
+        object.__setattr__(self, "delta", float(self.delta))
+        if self.reference_event is not None:
+            try:
+                canonical = event_to_json(event_from_json(self.reference_event))
+            except _UNREADABLE as exc:
+                raise ConfigError(f"the study's reference plan is not a DpEvent: {exc}") from exc
+            object.__setattr__(self, "reference_event", canonical)
+        if self.mode == "random-stopping":
+            parse_distribution(self.distribution)
+            object.__setattr__(self, "distribution", self.distribution.strip().lower())
+            if self.reference_event is None:
+                raise ConfigError(
+                    "--selection random-stopping needs the study's reference plan "
+                    "(reference_event): every trial is checked against it"
+                )
+            cost = self.random_stopping_epsilon()
+            if not cost <= self.epsilon:
+                raise ConfigError(
+                    f"the reference plan repeated {self.trials} times on average "
+                    f"({self.distribution}) costs epsilon={cost:.4g} > --epsilon "
+                    f"{self.epsilon:g}: calibrate the reference plan to this budget"
+                )
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any], *, path: Path | str) -> StudySettings:
+        """The settings a ledger's study header was written with.
+
+        Raises:
+            ConfigError: ``header`` is not a study header, or holds invalid settings.
+        """
+        _check_is_header(header, path=path)
+        try:
+            return cls(
+                epsilon=header["epsilon"], delta=header["delta"], mode=header["mode"],
+                trials=header["trials"], distribution=header.get("distribution") or "poisson",
+                reference_event=header.get("reference_event"),
+            )
+        except KeyError as exc:
+            raise ConfigError(f"ledger {path}: the study header has no {exc}") from exc
+
+    @property
+    def shape(self) -> float:
+        return parse_distribution(self.distribution)
+
+    def reference(self) -> dpa.DpEvent:
+        if self.reference_event is None:
+            raise ConfigError("this study has no reference plan")
+        return event_from_json(self.reference_event)
+
+    def random_stopping_epsilon(self) -> float:
+        """Epsilon of ``RepeatAndSelectDpEvent(E_ref, trials, shape)`` at ``delta``."""
+        return random_stopping_epsilon(
+            self.reference(), mean=self.trials, shape=self.shape, delta=self.delta
+        )
+
+    def header_fields(self) -> dict[str, Any]:
+        """The settings as the ledger header stores (and compares) them."""
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "mode": self.mode,
+            "trials": self.trials,
+            "distribution": self.distribution if self.mode == "random-stopping" else None,
+            "reference_event": self.reference_event,
+        }
+
+    def check_header(self, header: Mapping[str, Any], *, path: Path | str) -> None:
+        """Raise unless ``header`` (a ledger's first entry) was written for these settings."""
+        _check_is_header(header, path=path)
+        ours = self.header_fields()
+        for key, value in ours.items():
+            theirs = header.get(key)
+            if key == "distribution" and value is not None and theirs is not None:
+                same = parse_distribution(str(theirs)) == parse_distribution(value)
+            else:
+                same = theirs == value
+            if not same:
+                raise ConfigError(
+                    f"the ledger {path} belongs to another study: it was started with "
+                    f"{key}={theirs!r}, this run asks for {key}={value!r}. Start a new study "
+                    "with a new --name (a new study directory), or --resume with the same "
+                    "settings as the ledger's"
+                )
+        if self.mode == "random-stopping" and not isinstance(header.get("trial_count"), int):
+            raise ConfigError(f"ledger {path}: the random-stopping header has no trial count")
+
+
+def _check_is_header(header: Any, *, path: Path | str) -> None:
+    if not isinstance(header, Mapping) or header.get("kind") != "study":
+        raise ConfigError(
+            f"ledger {path} does not start with a study header; it is not a raydp_synth "
+            "ledger, or it is damaged: use a new study directory"
+        )
+
+
+def new_study_header(settings: StudySettings, *, name: str) -> dict[str, Any]:
+    """The first entry of a new study's ledger; random-stopping: with K drawn here.
+
+    K comes from OS entropy, never from a seed: it must be unpredictable and
+    independent of the data. Call it once per study, before any trial runs.
+    """
+    header: dict[str, Any] = {"kind": "study", "format": LEDGER_FORMAT, **settings.header_fields()}
+    header.update(name=name, time=_now(), dp_accounting=version("dp-accounting"))
+    if settings.mode == "random-stopping":
+        rng = np.random.default_rng(secrets.randbits(128))
+        header["trial_count"] = draw_trial_count(settings.distribution, settings.trials, rng)
+    return header
+
+
+def check_ledger(study_dir: str | Path, settings: StudySettings) -> None:
+    """Check that an existing ledger in ``study_dir`` matches ``settings``."""
+    path = Path(study_dir) / LEDGER_NAME
+    entries = Ledger(path).entries()
+    if entries:
+        settings.check_header(entries[0], path=path)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """:meth:`StudyBudget.decide`'s answer to one request.
+
+    Attributes:
+        trial_id: who asked.
+        granted: whether the plan is granted.
+        reason: why it was refused (None if granted).
+        entry: the ledger entry to append before anyone learns of the decision, then
+            to :meth:`StudyBudget.record`; None for a retried request of a grant that
+            is already recorded (nothing to append, nothing to record).
+    """
+
+    trial_id: str
+    granted: bool
+    reason: str | None
+    entry: dict[str, Any] | None
+    _composition: Composition | None = field(default=None, repr=False, compare=False)
+    _basis: int = field(default=-1, repr=False, compare=False)
+
+
+class StudyBudget:
+    """One study's budget: its grants, its refusals and what they cost.
+
+    Not thread-safe: one caller decides and records at a time (the Ray actor runs
+    its calls one at a time). The live path is :meth:`decide`, an append of the
+    decision's ``entry`` to the ledger, then :meth:`record`; the replay path applies
+    the same entries in the same order (:meth:`apply`), and gives the same state.
+
+    Args:
+        settings: the study's settings.
+        header: the ledger's first entry (:func:`new_study_header`), checked against
+            ``settings``; it holds K in random-stopping mode.
+        source: where the entries come from, for error messages (the ledger's path).
+
+    Raises:
+        ConfigError: ``header`` was not written for ``settings``.
+    """
+
+    def __init__(
+        self, settings: StudySettings, header: Mapping[str, Any], *, source: Path | str = "ledger"
+    ) -> None:
+        settings.check_header(header, path=source)
+        self.settings = settings
+        self.source = source
+        #: random-stopping: K, the number of trials that will be granted (secret).
+        self.trial_count: int | None = header.get("trial_count")
+        self._reference = settings.reference() if settings.reference_event is not None else None
+        self._random_stopping_epsilon = (
+            settings.random_stopping_epsilon() if settings.mode == "random-stopping" else None
+        )
+        self._composition = Composition()  # compose mode: every grant, in ledger order
+        self._grants: dict[str, dict[str, Any]] = {}
+        self._refused: set[str] = set()
+        self._recorded = 0  # entries applied or recorded: the state a decision is based on
+
+    @classmethod
+    def replay(
+        cls,
+        entries: Sequence[Mapping[str, Any]],
+        *,
+        settings: StudySettings | None = None,
+        source: Path | str = "ledger",
+    ) -> StudyBudget:
+        """The state that a ledger's entries (header first) describe.
+
+        Args:
+            entries: ``Ledger.entries()``.
+            settings: the settings the ledger must have been written for (None: the
+                header's own).
+            source: the ledger's path, for error messages.
+
+        Raises:
+            ConfigError: no header, a header for other settings, or an entry that
+                cannot be replayed (naming the line).
+        """
+        if not entries:
+            raise ConfigError(f"ledger {source} is empty: it has no study header")
+        header = entries[0]
+        if settings is None:
+            settings = StudySettings.from_header(header, path=source)
+        budget = cls(settings, header, source=source)
+        for number, entry in enumerate(entries[1:], start=2):
+            budget.apply(entry, line=number)
+        return budget
+
+    # -- state -------------------------------------------------------------------
+
+    @property
+    def grants(self) -> Mapping[str, dict[str, Any]]:
+        """The granted trials' ledger entries, by trial id, in grant order."""
+        return MappingProxyType(self._grants)
+
+    @property
+    def refused(self) -> frozenset[str]:
+        """Trials refused and never granted."""
+        return frozenset(self._refused)
+
+    def apply(self, entry: Mapping[str, Any], *, line: int) -> None:
+        """Replay one ledger entry (a grant or a refusal) that was recorded live.
+
+        Every grant line is charged, even a (never expected) duplicate.
+
+        Raises:
+            ConfigError: a grant whose event cannot be read or priced, or an entry
+                of another kind (naming ``line``).
+        """
+        kind = entry.get("kind")
+        trial_id = entry.get("trial_id")
+        if kind == "grant":
+            try:
+                event = event_from_json(entry["event"])
+                if self.settings.mode == "compose":
+                    self._composition = self._composition.plus(event)
+            except (*_UNREADABLE, *_UNPRICEABLE) as exc:
+                raise ConfigError(
+                    f"ledger {self.source}, line {line}: grant with an unreadable "
+                    f"event ({exc}); restore the ledger from a backup"
+                ) from exc
+            self._grants.setdefault(str(trial_id), dict(entry))
+            self._refused.discard(str(trial_id))
+        elif kind == "refusal":
+            if trial_id not in self._grants:
+                self._refused.add(str(trial_id))
+        else:
+            raise ConfigError(
+                f"ledger {self.source}, line {line}: unexpected entry kind {kind!r}; "
+                "a ledger holds one study: use a new study directory"
+            )
+        self._recorded += 1
+
+    def spent_epsilon(self) -> float:
+        """The study's epsilon so far, as :meth:`statement` states it."""
+        if self._random_stopping_epsilon is not None:
+            return self._random_stopping_epsilon
+        return self._composition.epsilon(self.settings.delta) if self._grants else 0.0
+
+    def remaining_epsilon(self) -> float:
+        return max(0.0, self.settings.epsilon - self.spent_epsilon())
+
+    def can_grant(self) -> bool:
+        """random-stopping: whether K still allows a grant; compose: whether any
+        budget is left at all (a given plan may still not fit)."""
+        if self.settings.mode == "random-stopping":
+            assert self.trial_count is not None
+            return len(self._grants) < self.trial_count
+        return self.spent_epsilon() < self.settings.epsilon
+
+    def granted_events(self) -> list[dict[str, Any]]:
+        """The granted plans' events (``event_to_json``), in grant order."""
+        return [g["event"] for g in self._grants.values()]
+
+    def statement(self) -> dict[str, Any]:
+        """The guarantee of the whole study, priced from the grants by dp-accounting.
+
+        compose: the RDP composition of every grant. random-stopping: the epsilon of
+        ``RepeatAndSelectDpEvent(E_ref, mean=trials, shape)``; never K itself, nor
+        the number of trials run (which is K once the study is finished).
+        """
+        s = self.settings
+        common = {
+            "mode": s.mode,
+            "epsilon": self.spent_epsilon(),
+            "delta": s.delta,
+            "budget_epsilon": s.epsilon,
+            "accountant": "dp_accounting.rdp.RdpAccountant (add-or-remove-one, default orders)",
+            "dp_accounting": version("dp-accounting"),
+        }
+        if s.mode == "compose":
+            return {
+                **common,
+                "trials_granted": len(self._grants),
+                "events": self.granted_events(),
+            }
+        return {
+            **common,
+            "distribution": s.distribution,
+            "mean_trials": s.trials,
+            "reference_event": s.reference_event,
+            "theorem": "Papernot & Steinke, ICLR 2022 (RepeatAndSelectDpEvent)",
+        }
+
+    # -- decisions ---------------------------------------------------------------
+
+    def decide(
+        self, trial_id: str, event: Any, attempt: str | None = None
+    ) -> Decision:
+        """Grant or refuse a trial's plan against the current state; changes nothing.
+
+        Idempotent by ``(trial_id, attempt)``: a retried request gets the same grant
+        again without a second charge (``entry`` None). A trial that was granted under
+        another ``attempt`` is refused: a rerun would release its mechanisms a second
+        time under one grant. The cost is computed from ``event``; no epsilon sent by
+        the trial is trusted.
+
+        Args:
+            trial_id: the trial's unique id (a non-empty string).
+            event: the trial's whole plan, ``event_to_json(plan.event())``.
+            attempt: a fresh random nonce per execution of the trial (None: the
+                caller promises a trial id is never executed twice).
+
+        Raises:
+            ConfigError: ``trial_id`` is not a non-empty string.
+        """
+        if not isinstance(trial_id, str) or not trial_id:
+            raise ConfigError(f"Expected trial_id={trial_id!r} to be a non-empty string.")
+        try:
+            plan = event_from_json(event)
+            event_json = event_to_json(plan)
+        except _UNREADABLE as exc:
+            return self._refusal(trial_id, f"{REASON_INVALID}: {exc}", None)
+
+        prior = self._grants.get(trial_id)
+        if prior is not None:
+            if prior.get("attempt") != attempt:
+                return self._refusal(
+                    trial_id,
+                    f"{REASON_RERUN}: trial {trial_id} was granted to another attempt; a "
+                    "granted trial is never rerun (its grant stays spent)",
+                    event_json,
+                )
+            if prior["event"] == event_json:
+                return Decision(trial_id=trial_id, granted=True, reason=None, entry=None)
+            return self._refusal(
+                trial_id,
+                f"{REASON_CHANGED}: a trial's plan cannot change after its grant; "
+                "give the new plan a new trial id",
+                event_json,
+            )
+
+        if self.settings.mode == "compose":
+            try:
+                composed = self._composition.plus(plan)
+            except _UNPRICEABLE as exc:
+                return self._refusal(
+                    trial_id, f"{REASON_INVALID}: RDP cannot price it ({exc})", event_json
+                )
+            total = composed.epsilon(self.settings.delta)
+            if not total <= self.settings.epsilon:  # NaN-safe: NaN is refused
+                return self._refusal(
+                    trial_id,
+                    f"{REASON_BUDGET}: granting this plan would bring the study to "
+                    f"epsilon={total:.6g} > budget {self.settings.epsilon:g} "
+                    f"(spent so far {self.spent_epsilon():.6g}, at "
+                    f"delta={self.settings.delta:g})",
+                    event_json,
+                )
+            return self._grant(trial_id, event_json, composed, attempt)
+
+        assert self.trial_count is not None and self._reference is not None
+        if len(self._grants) >= self.trial_count:
+            return self._refusal(trial_id, REASON_TRIAL_COUNT, event_json)
+        try:
+            covered = dominates(self._reference, plan)
+        except _UNPRICEABLE as exc:
+            return self._refusal(
+                trial_id, f"{REASON_INVALID}: RDP cannot price it ({exc})", event_json
+            )
+        if not covered:
+            return self._refusal(
+                trial_id,
+                f"{REASON_NOT_DOMINATED} at every RDP order: calibrate the trial against "
+                "the reference plan (more noise, fewer steps or a lower sample rate)",
+                event_json,
+            )
+        return self._grant(trial_id, event_json, self._composition, attempt)
+
+    def record(self, decision: Decision) -> None:
+        """Take a decision into the state, once its ``entry`` is durable.
+
+        A refusal is recorded also when its entry could not be written (it spends
+        nothing). A grant whose entry could not be made durable must not be recorded.
+
+        Raises:
+            ValueError: ``decision`` was made on another state than this one (it was
+                decided before another decision or entry was taken in): decide again.
+        """
+        if decision.entry is None:
+            return
+        if decision._basis != self._recorded:
+            raise ValueError(
+                f"the decision on trial {decision.trial_id} was made on an older state of "
+                "the study's budget; decide again"
+            )
+        trial_id = decision.trial_id
+        if decision.granted:
+            assert decision._composition is not None
+            self._composition = decision._composition
+            self._grants[trial_id] = decision.entry
+            self._refused.discard(trial_id)
+        elif trial_id not in self._grants:
+            self._refused.add(trial_id)
+        self._recorded += 1
+
+    def _refusal(
+        self, trial_id: str, reason: str, event_json: dict[str, Any] | None
+    ) -> Decision:
+        entry: dict[str, Any] = {"kind": "refusal", "trial_id": trial_id, "reason": reason}
+        if event_json is not None:
+            entry["event"] = event_json
+        entry["time"] = _now()
+        return Decision(
+            trial_id=trial_id, granted=False, reason=reason, entry=entry, _basis=self._recorded
+        )
+
+    def _grant(
+        self,
+        trial_id: str,
+        event_json: dict[str, Any],
+        composed: Composition,
+        attempt: str | None,
+    ) -> Decision:
+        entry = {"kind": "grant", "trial_id": trial_id, "event": event_json, "time": _now()}
+        if attempt is not None:
+            entry["attempt"] = attempt
+        return Decision(
+            trial_id=trial_id, granted=True, reason=None, entry=entry,
+            _composition=composed, _basis=self._recorded,
+        )
+
