@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from raydp_synth.errors import ConfigError, UserError
 
-__all__ = ["parse_settings", "run_cli"]
+__all__ = ["add_data_arguments", "add_release_arguments", "parse_settings", "release_overrides",
+           "run_cli"]
 
 
 def parse_settings(items: Sequence[str]) -> dict[str, str]:
@@ -19,6 +22,44 @@ def parse_settings(items: Sequence[str]) -> dict[str, str]:
             raise ConfigError(f"--set {item!r} is not of the form key=value (e.g. --set mu=8)")
         settings[key.strip()] = value.strip()
     return settings
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that declare a run's data (train and tune): the sensitive dataset,
+    its class count, and the data declared public."""
+    parser.add_argument("--dataset", default="digits",
+                        help="digits (default, embedded) | idx:DIR | folder:DIR | parquet:URI")
+    parser.add_argument("--num-classes", type=int, default=None, metavar="K",
+                        help="the dataset's class count, labels 0..K-1 (needed for IDX files "
+                        "and Parquet without class metadata; must agree with a dataset's own "
+                        "declaration); a class may have no record")
+    parser.add_argument("--public", default=None, metavar="DATASET[:fraction=F]",
+                        help="data declared public, used without noise (dpGAN's warm start and "
+                        "clip bounds): another dataset, or a fraction of the training dataset "
+                        "taken out of it (e.g. digits:fraction=0.02)")
+    parser.add_argument("--public-validation", default=None, metavar="DATASET",
+                        help="a dataset declared public to score on at no privacy cost "
+                        "(default: the private validation split, noised)")
+
+
+def add_release_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of what a run releases and how it is scored (train and tune)."""
+    parser.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
+    parser.add_argument("--synthetic-samples", type=int, default=None, metavar="N",
+                        help="rows of release/synthetic.parquet (default 10000)")
+    parser.add_argument("--score-share", type=float, default=None,
+                        help="budget fraction of a run's private selection score (default 0.2)")
+    parser.add_argument("--score-classifier", default=None, choices=("logreg", "mlp", "cnn"),
+                        help="classifier trained on synthetic data for the score (default logreg)")
+    parser.add_argument("--no-eval", action="store_true",
+                        help="skip the curator's evaluation (CAS, FID, IS, plot) at the end")
+
+
+def release_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The release options the user gave (the request's defaults stand for the rest)."""
+    given = {"score_share": args.score_share, "score_classifier": args.score_classifier,
+             "synthetic_samples": args.synthetic_samples}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> None:

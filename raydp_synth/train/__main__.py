@@ -6,7 +6,13 @@ import argparse
 import time
 from pathlib import Path
 
-from raydp_synth.cli import parse_settings, run_cli
+from raydp_synth.cli import (
+    add_data_arguments,
+    add_release_arguments,
+    parse_settings,
+    release_overrides,
+    run_cli,
+)
 
 __all__ = ["main"]
 
@@ -21,15 +27,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--epsilon", type=float, default=10.0, help="privacy budget epsilon (default 10)")
     parser.add_argument("--delta", type=float, default=1e-5, help="privacy budget delta, < 1/n (default 1e-5)")
     parser.add_argument("--workers", type=int, default=1, help="Ray Train workers (default 1)")
-    parser.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
-    parser.add_argument("--dataset", default="digits",
-                        help="digits (default, embedded) | idx:DIR | folder:DIR | parquet:URI")
-    parser.add_argument("--num-classes", type=int, default=None, metavar="K",
-                        help="the dataset's class count, labels 0..K-1 (needed for IDX files "
-                        "and Parquet without class metadata; must agree with a dataset's own "
-                        "declaration); a class may have no record")
-    parser.add_argument("--synthetic-samples", type=int, default=None, metavar="N",
-                        help="rows of release/synthetic.parquet (default 10000)")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="method setting, repeatable (e.g. --set mu=8 --set layer_split=C2-C1-x)")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/METHOD-TIME)")
@@ -37,26 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dp-seed", type=int, default=None,
                         help="seed of the DP randomness, Poisson sampling and noise (default: OS "
                         "entropy; set only to reproduce a run, and keep it secret)")
-    parser.add_argument("--score-share", type=float, default=None,
-                        help="fraction of the budget for the private selection score "
-                        "(default 0.2)")
-    parser.add_argument("--score-classifier", default=None, choices=("logreg", "mlp", "cnn"),
-                        help="classifier trained on synthetic data for the score (default logreg)")
-    parser.add_argument("--public", default=None, metavar="DATASET[:fraction=F]",
-                        help="data declared public, used without noise (dpGAN's warm start and "
-                        "clip bounds): another dataset, or a fraction of the training dataset "
-                        "taken out of it (e.g. digits:fraction=0.02)")
-    parser.add_argument("--public-validation", default=None, metavar="DATASET",
-                        help="a dataset declared public to score on at no privacy cost "
-                        "(default: the private validation split, noised)")
     parser.add_argument("--non-private", action="store_true",
                         help="a non-private reference run of the same model (no noise; "
                         "the release is marked NOT PRIVATE); --epsilon is ignored")
     parser.add_argument("--curve-checkpoints", type=int, default=None, metavar="N",
                         help="checkpoints the evaluation's privacy-utility curve covers, "
                         "evenly spread, the last included (default: all, about 10)")
-    parser.add_argument("--no-eval", action="store_true",
-                        help="skip the curator's evaluation (CAS, FID, IS, plot) at the end")
+    add_data_arguments(parser)
+    add_release_arguments(parser)
     return parser
 
 
@@ -73,10 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         use_gpu=args.use_gpu, seed=args.seed, dp_seed=args.dp_seed,
         public=args.public, public_validation=args.public_validation, non_private=args.non_private,
         evaluate=not args.no_eval, curve_checkpoints=args.curve_checkpoints,
-        **({"score_share": args.score_share} if args.score_share is not None else {}),
-        **({"score_classifier": args.score_classifier} if args.score_classifier else {}),
-        **({"synthetic_samples": args.synthetic_samples}
-           if args.synthetic_samples is not None else {}),
+        **release_overrides(args),
     ))
     return 0
 
