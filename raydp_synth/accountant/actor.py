@@ -1,12 +1,12 @@
 """The study's budget accountant: one named, detached Ray actor with a durable ledger.
 
 Every trial asks the accountant for its plan (a serialised ``DpEvent``) *before* it
-reads sensitive data (design.md 3.2); a refused trial reads nothing. The
+reads sensitive data (docs/architecture.md, invariant 2); a refused trial reads nothing. The
 accountant prices the plan itself from the event, never from an epsilon that a trial
 sends, records each grant in the ledger (fsync'd) before returning it, and states the
-guarantee of the whole search from the ledger (design.md 3.7).
+guarantee of the whole search from the ledger (docs/architecture.md, invariant 7).
 
-Privacy argument, by mode (accounting.md):
+Privacy argument, by mode (docs/budget-pricing.md, section 6):
 
 * ``compose``: the study's output is the adaptive composition of every granted
   plan; RDP composes additively at every order, also when a later plan is chosen

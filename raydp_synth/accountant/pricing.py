@@ -1,8 +1,8 @@
 """Pricing a whole study with dp-accounting: pure functions, no Ray.
 
-Two ways to price a hyperparameter search (accounting.md, "Two ways to price the
-search"); every number comes from ``dp_accounting.rdp.RdpAccountant`` on its default
-order grid (:data:`ORDERS`), under the add-or-remove-one relation:
+Two ways to price a hyperparameter search (docs/budget-pricing.md, section 6); every
+number comes from ``dp_accounting.rdp.RdpAccountant`` on its default order grid
+(:data:`ORDERS`), under the add-or-remove-one relation:
 
 * ``compose``: the study is the adaptive composition of every granted plan
   (:func:`compose_epsilon`). Adaptivity is free under RDP composition: a later

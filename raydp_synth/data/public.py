@@ -1,4 +1,5 @@
-"""Data the curator declares public (design.md 3.9): ``--public SPEC[:fraction=F]``.
+"""Data the curator declares public (docs/architecture.md, invariant 9):
+``--public SPEC[:fraction=F]``.
 
 Anything a method uses without noise (dpGAN's warm start and adaptive clip bounds,
 PrivImage's pre-training) must come from a dataset the user *declared* public.

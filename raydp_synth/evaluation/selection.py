@@ -5,7 +5,7 @@ trained only on the trial's synthetic data, released with Gaussian noise::
 
     score = (#correct predictions on the validation split + N(0, sigma_score^2)) / n_val
 
-Privacy argument (accounting.md, "The selection score"):
+Privacy argument (docs/budget-pricing.md, section 5):
 
 * The classifier is a function of the generator (a DP release of the training
   mechanisms) and of public randomness only, so it is post-processing.

@@ -1,6 +1,6 @@
 """How a study sizes each trial's plan so that the whole search fits one budget.
 
-Two pricing modes (accounting.md, "Two ways to price the search"):
+Two pricing modes (docs/budget-pricing.md, section 6):
 
 * ``compose``: the study's total is the RDP composition of every granted plan
   (adaptive composition: a later config is post-processing of earlier DP outputs).

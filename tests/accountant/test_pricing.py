@@ -31,7 +31,7 @@ def _run(sigma: float = 1.0, q: float = 64 / 60000, steps: int = 10_000) -> dpa.
     return subsampled_gaussian_event(noise_multiplier=sigma, sample_rate=q, num_steps=steps)
 
 
-# accounting.md's table, measured with dp-accounting 0.6.0
+# docs/budget-pricing.md, section 6.3: the table, measured with dp-accounting 0.6.0
 @pytest.mark.parametrize(
     ("what", "expected"),
     [

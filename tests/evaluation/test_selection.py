@@ -63,7 +63,7 @@ def test_score_share_is_validated() -> None:
 
 
 def test_correct_count_has_sensitivity_one_under_add_remove() -> None:
-    """Neighbouring test (design.md 3.8): remove each record, and add one."""
+    """Neighbouring test (docs/architecture.md, invariant 8): remove each record, and add one."""
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 10, size=200)
     predicted = np.where(rng.random(200) < 0.6, labels, (labels + 1) % 10)

@@ -1,8 +1,9 @@
 """Fault injection on the budget accountant (a real, detached Ray actor).
 
 Each test breaks something while the accountant works (its process, its ledger's
-storage) and checks the two invariants of design.md 3: the ledger loses no grant
-that anyone received, and the study never spends beyond its budget.
+storage) and checks two invariants (docs/architecture.md, invariants 2 and 7): the
+ledger loses no grant that anyone received, and the study never spends beyond its
+budget.
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ class DPGANConfig:
             one group and the weight units (one per output filter or neuron) are
             clustered into k - 1 groups by their estimated bounds (Algorithm 2);
             k >= 3 needs adaptive clipping. Accounting: one Gaussian mechanism of
-            noise multiplier sigma / sqrt(k) whatever the bounds (design.md 3.5).
+            noise multiplier sigma / sqrt(k) whatever the bounds
+            (docs/architecture.md, invariant 5).
         clip: fixed clip bound of the weights (of everything when ``groups`` = 1);
             unused with adaptive clipping.
         bias_clip: fixed clip bound of the biases when ``groups`` = 2.
