@@ -68,7 +68,7 @@ from raydp_synth.accountant.pricing import (
     parse_distribution,
     random_stopping_epsilon,
 )
-from raydp_synth.errors import ConfigError, LedgerError
+from raydp_synth.errors import ConfigError, LedgerError, PrivacyInvariantError
 from raydp_synth.privacy.events import event_from_json, event_to_json
 
 __all__ = [
@@ -379,7 +379,8 @@ class BudgetAccountant:
 
     def _spent(self) -> float:
         if self._settings.mode == "random-stopping":
-            assert self._random_stopping_epsilon is not None
+            if self._random_stopping_epsilon is None:
+                raise PrivacyInvariantError("a random-stopping accountant without its price")
             return self._random_stopping_epsilon
         return float(self._rdp.get_epsilon(self._settings.delta)) if self._grants else 0.0
 
@@ -387,7 +388,8 @@ class BudgetAccountant:
         if self._ledger_error is not None:
             return False
         if self._settings.mode == "random-stopping":
-            assert self._trial_count is not None
+            if self._trial_count is None:
+                raise PrivacyInvariantError("a random-stopping accountant without its trial count")
             return len(self._grants) < self._trial_count
         return self._spent() < self._settings.epsilon
 
@@ -449,9 +451,10 @@ class BudgetAccountant:
             entry["attempt"] = attempt
         try:
             self._append(entry)  # durable before anyone learns of the grant
-        except OSError:
+        except OSError as exc:
             # Fail closed: the grant is not made, the state is left as it was.
-            assert self._ledger_error is not None
+            if self._ledger_error is None:
+                raise PrivacyInvariantError("a failed ledger append left no ledger error") from exc
             return self._response(trial_id, False, self._ledger_error)
         self._rdp = composed
         self._grants[trial_id] = entry
@@ -530,7 +533,9 @@ class BudgetAccountant:
                 )
             return self._grant(trial_id, event_json, composed, attempt)
 
-        assert self._trial_count is not None and self._reference is not None
+        if self._trial_count is None or self._reference is None:
+            raise PrivacyInvariantError(
+                "a random-stopping accountant without its trial count or reference plan")
         if len(self._grants) >= self._trial_count:
             return self._refuse(trial_id, REASON_TRIAL_COUNT, event_json)
         try:

@@ -91,7 +91,8 @@ def feature_network(reference: ImageDataset, *, seed: int, steps: int,
     model = fit_classifier("cnn", reference.images, reference.labels,
                            num_classes=reference.num_classes, seed=seed, cnn_steps=steps,
                            device=device)
-    assert isinstance(model, CNNClassifier)
+    if not isinstance(model, CNNClassifier):
+        raise TypeError(f"fit_classifier('cnn') returned a {type(model).__name__}")
     return model
 
 

@@ -40,7 +40,12 @@ CALIBRATION_ORDERS: tuple[float, ...] = (
     1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0,
     9.0, 10.0, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 63, 128, 256, 512, 1024,
 )
-assert set(CALIBRATION_ORDERS) <= {float(o) for o in DEFAULT_RDP_ORDERS}
+# Only a subset of the pricing grid keeps "calibrated epsilon <= target" true.
+if not set(CALIBRATION_ORDERS) <= {float(o) for o in DEFAULT_RDP_ORDERS}:
+    from raydp_synth.errors import PrivacyInvariantError
+
+    raise PrivacyInvariantError("CALIBRATION_ORDERS must be a subset of dp-accounting's "
+                                "default RDP orders")
 
 
 def epsilon_of(

@@ -31,6 +31,7 @@ import numpy as np
 from dp_accounting import dp_event
 
 from raydp_synth.accountant.pricing import rdp_curve
+from raydp_synth.errors import PrivacyInvariantError
 from raydp_synth.methods.base import DataInfo, Method
 from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.plan import PrivacyPlan
@@ -131,5 +132,6 @@ def plan_dominated_by(
     plan = method.plan(config, epsilon=1.0, delta=delta, data=data, score_share=score_share,
                        price=price)
     eps = plan.epsilon()
-    assert math.isfinite(eps)
+    if not math.isfinite(eps):  # a trial must state a finite epsilon to be granted
+        raise PrivacyInvariantError(f"the dominated plan has no finite epsilon ({eps})")
     return replace(plan, target_epsilon=eps)
