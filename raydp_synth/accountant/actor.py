@@ -153,21 +153,22 @@ class StudySettings:
             or not isinstance(self.epsilon, (int, float))
             or not (math.isfinite(self.epsilon) and self.epsilon > 0)
         ):
-            raise ConfigError(f"--epsilon {self.epsilon!r} must be a finite number > 0")
+            raise ConfigError(f"the study's epsilon {self.epsilon!r} must be a finite number > 0")
         if (
             isinstance(self.delta, bool)
             or not isinstance(self.delta, (int, float))
             or not (0 < self.delta < 1)
         ):
-            raise ConfigError(f"--delta {self.delta!r} must satisfy 0 < delta < 1")
+            raise ConfigError(f"the study's delta {self.delta!r} must satisfy 0 < delta < 1")
         if self.mode not in MODES:
-            raise ConfigError(f"--selection {self.mode!r} must be one of {', '.join(MODES)}")
+            raise ConfigError(f"the pricing mode {self.mode!r} must be one of {', '.join(MODES)}")
         if (
             isinstance(self.trials, bool)
             or not isinstance(self.trials, numbers.Integral)
             or self.trials < 1
         ):
-            raise ConfigError(f"--trials {self.trials!r} must be an integer >= 1")
+            raise ConfigError(
+                f"the study's number of trials {self.trials!r} must be an integer >= 1")
         object.__setattr__(self, "trials", int(self.trials))
         object.__setattr__(self, "epsilon", float(self.epsilon))
         object.__setattr__(self, "delta", float(self.delta))
@@ -182,14 +183,14 @@ class StudySettings:
             object.__setattr__(self, "distribution", self.distribution.strip().lower())
             if self.reference_event is None:
                 raise ConfigError(
-                    "--selection random-stopping needs the study's reference plan "
+                    "random-stopping pricing needs the study's reference plan "
                     "(reference_event): every trial is checked against it"
                 )
             cost = self.random_stopping_epsilon()
             if not cost <= self.epsilon:
                 raise ConfigError(
                     f"the reference plan repeated {self.trials} times on average "
-                    f"({self.distribution}) costs epsilon={cost:.4g} > --epsilon "
+                    f"({self.distribution}) costs epsilon={cost:.4g} > the study's epsilon "
                     f"{self.epsilon:g}: calibrate the reference plan to this budget"
                 )
 
@@ -237,8 +238,8 @@ class StudySettings:
                 raise ConfigError(
                     f"the ledger {path} belongs to another study: it was started with "
                     f"{key}={theirs!r}, this run asks for {key}={value!r}. Start a new study "
-                    "with a new --name (a new study directory), or --resume with the same "
-                    "settings as the ledger's"
+                    "under a new study name (a new study directory), or resume the study with "
+                    "the same settings as the ledger's"
                 )
         if self.mode == "random-stopping" and not isinstance(header.get("trial_count"), int):
             raise ConfigError(f"ledger {path}: the random-stopping header has no trial count")
@@ -315,7 +316,7 @@ class BudgetAccountant:
             raise LedgerError(
                 f"{REASON_LEDGER}: {self._ledger.path} is gone (storage deleted or "
                 "unmounted?) after a restart of the accountant; nothing is granted: bring "
-                "the study directory back, then continue the study with --resume"
+                "the study directory back, then resume the study"
             )
         if entries:
             header = entries[0]
@@ -413,8 +414,7 @@ class BudgetAccountant:
         what = "nothing was granted" if granted else "the study cannot start"
         return (
             f"{REASON_LEDGER}: {self._ledger.path}: {exc.strerror or exc} ({what}; free "
-            f"disk space or fix the permissions of {self._dir}, then continue the study "
-            "with --resume)"
+            f"disk space or fix the permissions of {self._dir}, then resume the study)"
         )
 
     def _append(self, entry: dict[str, Any]) -> None:
@@ -620,7 +620,7 @@ class BudgetAccountant:
         if Path(study_dir).resolve() != self._dir.resolve():
             raise ConfigError(
                 f"the accountant {actor_name(self._name)!r} runs the study in {self._dir}, "
-                f"not {study_dir}: use another --name"
+                f"not {study_dir}: use another study name"
             )
         StudySettings(**settings).check_header(
             self._settings.header_fields() | {"kind": "study", "trial_count": self._trial_count},
@@ -642,7 +642,7 @@ def get_or_create_accountant(study_dir: str | Path, name: str, **settings: Any) 
 
     Args:
         study_dir: the study directory (on storage every node can reach).
-        name: the study's name (``--name``).
+        name: the study's name.
         **settings: :class:`BudgetAccountant`'s keyword settings.
 
     Raises:
@@ -650,7 +650,7 @@ def get_or_create_accountant(study_dir: str | Path, name: str, **settings: Any) 
             another study under this name.
     """
     if not isinstance(name, str) or not name or "/" in name:
-        raise ConfigError(f"--name {name!r} must be a non-empty string without '/'")
+        raise ConfigError(f"the study name {name!r} must be a non-empty string without '/'")
     study_dir = str(Path(study_dir).resolve())
     check_ledger(study_dir, StudySettings(**settings))  # clear errors before Ray
     handle: Any = (
@@ -688,5 +688,5 @@ def get_accountant(name: str) -> Any:
     except ValueError as exc:
         raise ConfigError(
             f"no budget accountant for study {name!r} is running: start the study, or "
-            "--resume it with its settings"
+            "resume it with its settings"
         ) from exc

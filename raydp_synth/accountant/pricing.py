@@ -80,7 +80,7 @@ def parse_distribution(spec: str) -> float:
     """
     accepted = "poisson, geometric, logarithmic or tnb:ETA with 0 < ETA < inf (e.g. tnb:0.5)"
     if not isinstance(spec, str):
-        raise ConfigError(f"--distribution {spec!r} must be a string: {accepted}")
+        raise ConfigError(f"the trial-count distribution {spec!r} must be a string: {accepted}")
     text = spec.strip().lower()
     if text in _DISTRIBUTIONS:
         return _DISTRIBUTIONS[text]
@@ -91,7 +91,7 @@ def parse_distribution(spec: str) -> float:
             eta = math.nan
         if math.isfinite(eta) and eta > 0:
             return eta
-    raise ConfigError(f"--distribution {spec!r} is not one of: {accepted}")
+    raise ConfigError(f"the trial-count distribution {spec!r} is not one of: {accepted}")
 
 
 def _check_shape(shape: float) -> float:

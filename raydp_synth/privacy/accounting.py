@@ -81,14 +81,14 @@ def validate_budget(epsilon: float | None, delta: float) -> None:
     :func:`validate_delta`).
 
     Raises:
-        ConfigError: naming the flag.
+        ConfigError: naming the setting and its value.
     """
     from raydp_synth.errors import ConfigError
 
     if epsilon is not None and not (math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigError(f"--epsilon {epsilon} must be a finite number > 0")
+        raise ConfigError(f"the privacy budget's epsilon {epsilon} must be a finite number > 0")
     if not (math.isfinite(delta) and 0 < delta < 1):
-        raise ConfigError(f"--delta {delta} must be in (0, 1)")
+        raise ConfigError(f"the privacy budget's delta {delta} must be in (0, 1)")
 
 
 def validate_delta(delta: float, *, dataset_size: int) -> None:
@@ -101,7 +101,7 @@ def validate_delta(delta: float, *, dataset_size: int) -> None:
 
     if not (math.isfinite(delta) and 0 < delta < 1.0 / dataset_size):
         raise ConfigError(
-            f"--delta {delta:g} must satisfy 0 < delta < 1/n = {1.0 / dataset_size:.3g} "
-            f"for the n={dataset_size} training images; use e.g. --delta "
-            f"{10 ** math.floor(math.log10(0.1 / dataset_size)):g}"
+            f"the privacy budget's delta {delta:g} must satisfy 0 < delta < 1/n = "
+            f"{1.0 / dataset_size:.3g} for the n={dataset_size} training images; use e.g. "
+            f"delta={10 ** math.floor(math.log10(0.1 / dataset_size)):g}"
         )

@@ -272,7 +272,7 @@ def data_info(train: ImageDataset, public: ImageDataset | None) -> DataInfo:
 def public_records(spec: str, *, like: ImageDataset, seed: int) -> ImageDataset:
     """Every record of a dataset the user declared public, shaped like ``like``."""
     del seed  # a public dataset is used whole
-    return load_public_records(spec, like=like, flag=f"--public-validation {spec}")
+    return load_public_records(spec, like=like, what=f"the public validation data {spec}")
 
 
 def run_training(request: TrainRequest) -> RunResult:

@@ -57,7 +57,7 @@ def test_score_share_buys_the_score_budget_from_the_training_mechanisms(dpaf_pla
 
 def test_score_share_is_validated() -> None:
     for bad in (-0.1, 1.0, float("nan")):
-        with pytest.raises(ConfigError, match="score-share"):
+        with pytest.raises(ConfigError, match="budget share"):
             with_score_mechanism([], bad)
     assert with_score_mechanism([], 0.0) == []
 

@@ -39,7 +39,7 @@ from raydp_synth.train.context import WorkerContext
 
 __all__ = ["DPGAN", "DPGANConfig"]
 
-_PUBLIC_FIX = "declare public data with --public (e.g. --public digits:fraction=0.02)"
+_PUBLIC_FIX = "declare public data (e.g. digits:fraction=0.02, 2% of the digits)"
 
 
 class DPGAN(Method):

@@ -74,7 +74,7 @@ class DPGANConfig:
         if self.image_size < 8 or self.image_size & (self.image_size - 1):
             raise ConfigError(
                 f"image_size={self.image_size} must be a power of two >= 8 (the critic's three "
-                "strided convolutions halve it three times); use e.g. --set image_size=16"
+                "strided convolutions halve it three times); use e.g. image_size=16"
             )
         require_positive(self, integers=("capacity", "latent_dim", "batch_size", "n_critic",
                                          "groups", "public_batch_size"),
@@ -87,7 +87,7 @@ class DPGANConfig:
         if self.groups >= 3 and self.adaptive_clip is False:
             raise ConfigError(
                 f"groups={self.groups} clusters the weights by bounds estimated on public data; "
-                "use groups=1 or 2 without adaptive clipping, or declare public data (--public)")
+                "use groups=1 or 2 without adaptive clipping, or declare public data")
         units = 7 * self.capacity + 1  # output filters/neurons of the critic's weights
         if self.groups > units + 1:
             raise ConfigError(f"groups={self.groups} exceeds the critic's {units} weight units "
