@@ -3,12 +3,14 @@
 User errors subclass built-ins so that callers can catch them generically; the
 command-line entry points turn every :class:`UserError` into one clear line on
 stderr and exit code 2 (no traceback). Anything else is a bug and keeps its
-traceback.
+traceback; :class:`PrivacyInvariantError` names the bugs that would break the
+privacy argument.
 """
 
 from __future__ import annotations
 
-__all__ = ["BudgetExhausted", "ConfigError", "DataError", "LedgerError", "UserError"]
+__all__ = ["BudgetExhausted", "ConfigError", "DataError", "LedgerError",
+           "PrivacyInvariantError", "UserError"]
 
 
 class UserError(Exception):
@@ -30,3 +32,11 @@ class BudgetExhausted(UserError, RuntimeError):
 class LedgerError(UserError, RuntimeError):
     """The study's ledger cannot be written (full disk, permissions, storage gone):
     the accountant grants nothing until it can (fail closed)."""
+
+
+class PrivacyInvariantError(RuntimeError):
+    """An invariant that the privacy argument relies on does not hold (a mechanism
+    without its sample rate, a plan without a finite price, an accountant without its
+    trial count...). Never the user's input: a bug, raised before anything that the
+    argument would no longer cover is released (docs/architecture.md, "Privacy
+    invariants")."""

@@ -49,7 +49,7 @@ from raydp_synth.accountant.core import (
     new_study_header,
 )
 from raydp_synth.accountant.ledger import Ledger
-from raydp_synth.errors import ConfigError, LedgerError
+from raydp_synth.errors import ConfigError, LedgerError, PrivacyInvariantError
 
 __all__ = [
     "LEDGER_NAME",
@@ -142,7 +142,7 @@ class BudgetAccountant:
             raise LedgerError(
                 f"{REASON_LEDGER}: {self._ledger.path} is gone (storage deleted or "
                 "unmounted?) after a restart of the accountant; nothing is granted: bring "
-                "the study directory back, then continue the study with --resume"
+                "the study directory back, then resume the study"
             )
         if entries:
             self._budget = StudyBudget.replay(entries, settings=settings, source=self._ledger.path)
@@ -188,8 +188,7 @@ class BudgetAccountant:
         what = "nothing was granted" if granted else "the study cannot start"
         return (
             f"{REASON_LEDGER}: {self._ledger.path}: {exc.strerror or exc} ({what}; free "
-            f"disk space or fix the permissions of {self._dir}, then continue the study "
-            "with --resume)"
+            f"disk space or fix the permissions of {self._dir}, then resume the study)"
         )
 
     def _append(self, entry: dict[str, Any]) -> None:
@@ -234,10 +233,11 @@ class BudgetAccountant:
             return self._response(trial_id, decision.granted, decision.reason)
         try:
             self._append(decision.entry)  # durable before anyone learns of the decision
-        except OSError:
+        except OSError as exc:
             if decision.granted:
                 # Fail closed: the grant is not made, the state is left as it was.
-                assert self._ledger_error is not None
+                if self._ledger_error is None:
+                    raise PrivacyInvariantError("a failed ledger append left no ledger error") from exc
                 return self._response(trial_id, False, self._ledger_error)
             # a refusal spends nothing: answering it without a record is safe
         self._budget.record(decision)
@@ -288,7 +288,7 @@ class BudgetAccountant:
         if Path(study_dir).resolve() != self._dir.resolve():
             raise ConfigError(
                 f"the accountant {actor_name(self._name)!r} runs the study in {self._dir}, "
-                f"not {study_dir}: use another --name"
+                f"not {study_dir}: use another study name"
             )
         budget = self._budget
         StudySettings(**settings).check_header(
@@ -312,7 +312,7 @@ def get_or_create_accountant(study_dir: str | Path, name: str, **settings: Any) 
 
     Args:
         study_dir: the study directory (on storage every node can reach).
-        name: the study's name (``--name``).
+        name: the study's name.
         **settings: :class:`BudgetAccountant`'s keyword settings.
 
     Raises:
@@ -320,7 +320,7 @@ def get_or_create_accountant(study_dir: str | Path, name: str, **settings: Any) 
             another study under this name.
     """
     if not isinstance(name, str) or not name or "/" in name:
-        raise ConfigError(f"--name {name!r} must be a non-empty string without '/'")
+        raise ConfigError(f"the study name {name!r} must be a non-empty string without '/'")
     study_dir = str(Path(study_dir).resolve())
     check_ledger(study_dir, StudySettings(**settings))  # clear errors before Ray
     handle: Any = (
@@ -358,5 +358,5 @@ def get_accountant(name: str) -> Any:
     except ValueError as exc:
         raise ConfigError(
             f"no budget accountant for study {name!r} is running: start the study, or "
-            "--resume it with its settings"
+            "resume it with its settings"
         ) from exc

@@ -59,7 +59,7 @@ import dp_accounting as dpa
 import numpy as np
 
 from raydp_synth.accountant.ledger import Ledger
-from raydp_synth.errors import ConfigError
+from raydp_synth.errors import ConfigError, PrivacyInvariantError
 from raydp_synth.privacy.accounting import (
     Composition,
     dominates,
@@ -138,21 +138,22 @@ class StudySettings:
             or not isinstance(self.epsilon, (int, float))
             or not (math.isfinite(self.epsilon) and self.epsilon > 0)
         ):
-            raise ConfigError(f"--epsilon {self.epsilon!r} must be a finite number > 0")
+            raise ConfigError(f"the study's epsilon {self.epsilon!r} must be a finite number > 0")
         if (
             isinstance(self.delta, bool)
             or not isinstance(self.delta, (int, float))
             or not (0 < self.delta < 1)
         ):
-            raise ConfigError(f"--delta {self.delta!r} must satisfy 0 < delta < 1")
+            raise ConfigError(f"the study's delta {self.delta!r} must satisfy 0 < delta < 1")
         if self.mode not in MODES:
-            raise ConfigError(f"--selection {self.mode!r} must be one of {', '.join(MODES)}")
+            raise ConfigError(f"the pricing mode {self.mode!r} must be one of {', '.join(MODES)}")
         if (
             isinstance(self.trials, bool)
             or not isinstance(self.trials, numbers.Integral)
             or self.trials < 1
         ):
-            raise ConfigError(f"--trials {self.trials!r} must be an integer >= 1")
+            raise ConfigError(
+                f"the study's number of trials {self.trials!r} must be an integer >= 1")
         object.__setattr__(self, "trials", int(self.trials))
         object.__setattr__(self, "epsilon", float(self.epsilon))
         object.__setattr__(self, "delta", float(self.delta))
@@ -167,14 +168,14 @@ class StudySettings:
             object.__setattr__(self, "distribution", self.distribution.strip().lower())
             if self.reference_event is None:
                 raise ConfigError(
-                    "--selection random-stopping needs the study's reference plan "
+                    "random-stopping pricing needs the study's reference plan "
                     "(reference_event): every trial is checked against it"
                 )
             cost = self.random_stopping_epsilon()
             if not cost <= self.epsilon:
                 raise ConfigError(
                     f"the reference plan repeated {self.trials} times on average "
-                    f"({self.distribution}) costs epsilon={cost:.4g} > --epsilon "
+                    f"({self.distribution}) costs epsilon={cost:.4g} > the study's epsilon "
                     f"{self.epsilon:g}: calibrate the reference plan to this budget"
                 )
 
@@ -235,8 +236,8 @@ class StudySettings:
                 raise ConfigError(
                     f"the ledger {path} belongs to another study: it was started with "
                     f"{key}={theirs!r}, this run asks for {key}={value!r}. Start a new study "
-                    "with a new --name (a new study directory), or --resume with the same "
-                    "settings as the ledger's"
+                    "under a new study name (a new study directory), or resume the study with "
+                    "the same settings as the ledger's"
                 )
         if self.mode == "random-stopping" and not isinstance(header.get("trial_count"), int):
             raise ConfigError(f"ledger {path}: the random-stopping header has no trial count")
@@ -416,7 +417,8 @@ class StudyBudget:
         """random-stopping: whether K still allows a grant; compose: whether any
         budget is left at all (a given plan may still not fit)."""
         if self.settings.mode == "random-stopping":
-            assert self.trial_count is not None
+            if self.trial_count is None:
+                raise PrivacyInvariantError("a random-stopping study without its trial count")
             return len(self._grants) < self.trial_count
         return self.spent_epsilon() < self.settings.epsilon
 
@@ -521,7 +523,9 @@ class StudyBudget:
                 )
             return self._grant(trial_id, event_json, composed, attempt)
 
-        assert self.trial_count is not None and self._reference is not None
+        if self.trial_count is None or self._reference is None:
+            raise PrivacyInvariantError(
+                "a random-stopping study without its trial count or reference plan")
         if len(self._grants) >= self.trial_count:
             return self._refusal(trial_id, REASON_TRIAL_COUNT, event_json)
         try:
@@ -558,7 +562,8 @@ class StudyBudget:
             )
         trial_id = decision.trial_id
         if decision.granted:
-            assert decision._composition is not None
+            if decision._composition is None:
+                raise PrivacyInvariantError("a grant without the composition it was decided on")
             self._composition = decision._composition
             self._grants[trial_id] = decision.entry
             self._refused.discard(trial_id)

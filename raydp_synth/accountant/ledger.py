@@ -1,6 +1,6 @@
 """The study's budget ledger: an append-only, fsync'd JSON-lines file.
 
-The ledger is the accountant's durable memory (accounting.md, "The ledger"). Every
+The ledger is the accountant's durable memory (docs/budget-pricing.md, section 7). Every
 grant is appended, flushed and fsync'd *before* the grant is returned to the trial,
 so a crash of the accountant, of the driver or of a node can lose at most a grant
 that no trial ever received; it can never forget budget that a trial may have
@@ -21,7 +21,7 @@ Entry kinds (written by :mod:`raydp_synth.accountant.actor`):
 * ``{"kind": "grant", "trial_id", "event", "time"}``: a plan that was granted.
 * ``{"kind": "refusal", "trial_id", "reason", "time"}``: a plan that was refused.
 
-The ledger is curator-only (design.md section 8): it is created owner-only (0o600),
+The ledger is curator-only (docs/architecture.md, section 6): it is created owner-only (0o600),
 in a directory created owner-only (0o700) when it does not exist yet.
 """
 

@@ -164,7 +164,7 @@ def _check_declared(labels: np.ndarray, num_classes: int, path: Path | str) -> N
         value = int(labels[int(bad[0])])
         raise DataError(
             f"{path}: label {value} lies outside the {num_classes} declared classes "
-            f"0..{num_classes - 1}; declare the dataset's class count with --num-classes"
+            f"0..{num_classes - 1}; declare the dataset's class count (idx:DIR:classes=K)"
         )
 
 
@@ -230,8 +230,8 @@ def load_idx_raw(directory: str | Path, *, num_classes: int | None = None) -> Ra
 
     if num_classes is None:
         raise DataError(
-            f"{root}: IDX files do not declare their classes; pass --num-classes K for "
-            "labels 0..K-1 (e.g. --num-classes 10 for MNIST)"
+            f"{root}: IDX files do not declare their classes; declare the class count K "
+            "for labels 0..K-1 in the dataset spec (e.g. idx:DIR:classes=10 for MNIST)"
         )
     _check_declared(labels, num_classes, train_labels)
     if predefined is not None and test_labels is not None:

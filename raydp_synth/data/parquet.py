@@ -273,7 +273,8 @@ def load_parquet_raw(uri: str | Path, *, num_classes: int | None = None) -> RawI
             raise DataError(
                 f"{text}: the Parquet schema declares no class names "
                 f"({CLASS_NAMES_KEY.decode()} or Hugging Face ClassLabel metadata); "
-                "pass --num-classes K for labels 0..K-1"
+                "declare the class count K for labels 0..K-1 in the dataset spec "
+                "(parquet:URI:classes=K)"
             )
         declared = tuple(str(k) for k in range(num_classes))
     bad = np.flatnonzero((values < 0) | (values >= len(declared)))

@@ -1,4 +1,5 @@
-"""Data the curator declares public (design.md 3.9): ``--public SPEC[:fraction=F]``.
+"""Data the curator declares public (docs/architecture.md, invariant 9):
+``--public SPEC[:fraction=F]``.
 
 Anything a method uses without noise (dpGAN's warm start and adaptive clip bounds,
 PrivImage's pre-training) must come from a dataset the user *declared* public.
@@ -74,8 +75,8 @@ def parse_public_spec(text: str) -> PublicDeclaration:
     except ValueError:
         fraction = float("nan")
     if not 0.0 < fraction < 1.0:
-        raise DataError(f"--public {text}: fraction must be a number strictly between 0 and 1; "
-                        "write e.g. digits:fraction=0.02")
+        raise DataError(f"the public data {text}: fraction must be a number strictly "
+                        "between 0 and 1; write e.g. digits:fraction=0.02")
     return PublicDeclaration(dataset=str(parse_dataset_spec(spec)), fraction=fraction)
 
 
@@ -118,16 +119,19 @@ def load_training_data(
     # The same records, whatever class declaration either spec carries.
     if public_spec.source == training_spec.source:
         if public_spec.num_classes not in (None, train.num_classes):
-            raise DataError(f"--public {public} declares {public_spec.num_classes} classes, the "
-                            f"training data {train.num_classes}; declare the class count once")
+            raise DataError(f"the public data {public} declares {public_spec.num_classes} "
+                            f"classes, the training data {train.num_classes}; declare the class "
+                            "count once")
         if declared.fraction is None:
-            raise DataError(f"--public {public} names the training dataset itself (all of it "
-                            f"would be public); declare a part with {declared.dataset}:fraction=0.02")
+            raise DataError(f"the public data {public} names the training dataset itself (all "
+                            f"of it would be public); declare a part with "
+                            f"{declared.dataset}:fraction=0.02")
         mask = _public_part(train.images, train.labels, declared.fraction, seed)
         keep = ~mask
         if not mask.any() or not keep.any():
-            raise DataError(f"--public {public}: the public part of the {len(train)} training "
-                            "records would be " + ("empty" if not mask.any() else "everything")
+            raise DataError(f"the public data {public}: the public part of the {len(train)} "
+                            "training records would be "
+                            + ("empty" if not mask.any() else "everything")
                             + "; choose another fraction")
         private = ImageDataset(images=train.images[keep], labels=train.labels[keep],
                                num_classes=train.num_classes, name=train.name)
@@ -135,20 +139,22 @@ def load_training_data(
                                num_classes=train.num_classes, name=str(declared), public=True)
         return DatasetSplits(train=private, val=splits.val, test=splits.test,
                              class_names=splits.class_names), records
-    records = load_public_records(declared.dataset, like=train, flag=f"--public {public}")
+    records = load_public_records(declared.dataset, like=train,
+                                  what=f"the public data {public}")
     if declared.fraction is not None:
         mask = _public_part(records.images, records.labels, declared.fraction, seed)
         if not mask.any():
-            raise DataError(f"--public {public}: no record falls in the public fraction; "
+            raise DataError(f"the public data {public}: no record falls in the public fraction; "
                             "raise the fraction")
         records = ImageDataset(images=records.images[mask], labels=records.labels[mask],
                                num_classes=train.num_classes, name=str(declared), public=True)
     return splits, records
 
 
-def load_public_records(spec: str, *, like: ImageDataset, flag: str) -> ImageDataset:
+def load_public_records(spec: str, *, like: ImageDataset, what: str) -> ImageDataset:
     """Every record of a dataset declared public (unsplit, its own test files too),
-    resized like ``like``; ``flag`` names the option in errors."""
+    resized like ``like``; ``what`` names the declaration in errors (e.g. "the
+    public data digits:fraction=0.3")."""
     # A public dataset that declares no class set is declared like the training data.
     raw = load_raw(parse_dataset_spec(spec), default_classes=like.num_classes)
     images, labels = raw.images, raw.labels
@@ -156,10 +162,10 @@ def load_public_records(spec: str, *, like: ImageDataset, flag: str) -> ImageDat
         images = np.concatenate([images, raw.predefined_test[0]])
         labels = np.concatenate([labels, raw.predefined_test[1]])
     if len(images) == 0:
-        raise DataError(f"{flag}: {spec} holds no image; declare a dataset with records")
+        raise DataError(f"{what}: {spec} holds no image; declare a dataset with records")
     if images.shape[1] != like.image_shape[0] or len(raw.class_names) != like.num_classes:
         raise DataError(
-            f"{flag} has {images.shape[1]}-channel images and {len(raw.class_names)} classes, "
+            f"{what} has {images.shape[1]}-channel images and {len(raw.class_names)} classes, "
             f"the training data {like.image_shape[0]} and {like.num_classes}; "
             "declare a public dataset of the same kind")
     return ImageDataset(images=to_unit_range(resize_uint8(images, like.image_shape[1])),
@@ -182,4 +188,4 @@ def effective_public(method: Any, dataset: str, public: str | None) -> str | Non
 def public_records(spec: str, *, like: ImageDataset, seed: int) -> ImageDataset:
     """Every record of a dataset the user declared public, shaped like ``like``."""
     del seed  # a public dataset is used whole
-    return load_public_records(spec, like=like, flag=f"--public-validation {spec}")
+    return load_public_records(spec, like=like, what=f"the public validation data {spec}")

@@ -90,7 +90,7 @@ class DatasetSpec:
             if self.kind == "digits" and self.num_classes != DIGITS_CLASSES:
                 raise DataError(
                     f"dataset 'digits' has {DIGITS_CLASSES} classes, not {self.num_classes}; "
-                    "drop --num-classes"
+                    "drop the class count declaration"
                 )
 
     @property
@@ -114,7 +114,7 @@ def _check_num_classes(value: object) -> int:
         DataError: otherwise.
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DataError(f"--num-classes {value!r} must be a whole number >= 1, e.g. 10")
+        raise DataError(f"the declared class count {value!r} must be a whole number >= 1, e.g. 10")
     return value
 
 
@@ -185,8 +185,8 @@ def with_num_classes(spec: str, num_classes: int | None) -> str:
     _check_num_classes(num_classes)
     if parsed.num_classes is not None and parsed.num_classes != num_classes:
         raise DataError(
-            f"--num-classes {num_classes} disagrees with --dataset {spec}; declare the class "
-            "count once"
+            f"the declared class count {num_classes} disagrees with the dataset spec {spec}; "
+            "declare the class count once"
         )
     return str(replace(parsed, num_classes=num_classes))
 
@@ -243,8 +243,8 @@ def load_raw(spec: DatasetSpec, *, default_classes: int | None = None) -> RawIma
     if spec.num_classes is not None and len(raw.class_names) != spec.num_classes:
         raise DataError(
             f"{raw.source}: the dataset declares {len(raw.class_names)} classes "
-            f"({_preview(raw.class_names)}) but {spec.num_classes} were declared with "
-            "--num-classes; drop --num-classes or make the two agree"
+            f"({_preview(raw.class_names)}) but {spec.num_classes} were declared "
+            f"(:classes={spec.num_classes}); drop the declaration or make the two agree"
         )
     return raw
 

@@ -1,6 +1,6 @@
 """Utility figures of a generator: CAS, FID and the inception score.
 
-Choices (design.md 7; issue "Evaluation and the private selection score"):
+Choices (docs/architecture.md, section 5):
 
 * **CAS** (classifier accuracy on synthetic data): a classifier of
   :mod:`~raydp_synth.evaluation.classifiers` trained only on synthetic images,

@@ -77,7 +77,7 @@ class EvaluationSettings:
 
     def __post_init__(self) -> None:
         if self.curve_checkpoints is not None and self.curve_checkpoints < 0:
-            raise ConfigError(f"--curve-checkpoints {self.curve_checkpoints} must be >= 0")
+            raise ConfigError(f"the curve's checkpoint count {self.curve_checkpoints} must be >= 0")
         for kind in (*self.classifiers, self.curve_classifier):
             if kind not in CLASSIFIER_KINDS:
                 raise ConfigError(f"unknown classifier {kind!r}; choose from {CLASSIFIER_KINDS}")
@@ -91,7 +91,8 @@ def feature_network(reference: ImageDataset, *, seed: int, steps: int,
     model = fit_classifier("cnn", reference.images, reference.labels,
                            num_classes=reference.num_classes, seed=seed, cnn_steps=steps,
                            device=device)
-    assert isinstance(model, CNNClassifier)
+    if not isinstance(model, CNNClassifier):
+        raise TypeError(f"fit_classifier('cnn') returned a {type(model).__name__}")
     return model
 
 
@@ -174,7 +175,7 @@ def evaluate_run(
     run_file = run_dir / "run.json"
     if not run_file.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no run.json); "
-                          "pass the --out directory of a training run")
+                          "pass the output directory of a training run")
     run = json.loads(run_file.read_text())
     settings = default_settings(run["method"], **asdict(settings or EvaluationSettings()))
     if settings.num_synthetic is None or settings.curve_synthetic is None:
@@ -189,13 +190,13 @@ def evaluate_run(
     test = splits.test
     if test.image_shape != (generator.data.channels, size, size):
         raise ConfigError(f"the dataset's images are {test.image_shape}, the generator's "
-                          f"{(generator.data.channels, size, size)}; pass the run's --dataset")
+                          f"{(generator.data.channels, size, size)}; evaluate on the run's dataset")
     if test.num_classes != generator.data.num_classes:
         raise ConfigError(f"the dataset declares {test.num_classes} classes, the generator "
-                          f"{generator.data.num_classes}; pass the run's --dataset")
+                          f"{generator.data.num_classes}; evaluate on the run's dataset")
     if public_reference is not None:
         reference = load_public_records(public_reference, like=test,
-                                        flag=f"--public-reference {public_reference}")
+                                        what=f"the public reference data {public_reference}")
         reference_name = f"{public_reference} (public)"
     else:
         reference, reference_name = test, "test split"

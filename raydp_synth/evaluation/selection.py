@@ -30,10 +30,10 @@ def validate_score_settings(share: float, classifier: str) -> None:
     from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS
 
     if classifier not in CLASSIFIER_KINDS:
-        raise ConfigError(f"--score-classifier {classifier!r} must be one of "
+        raise ConfigError(f"the score classifier {classifier!r} must be one of "
                           f"{', '.join(CLASSIFIER_KINDS)}")
     if not (math.isfinite(share) and 0 < share < 1):
-        raise ConfigError(f"--score-share {share} must be in (0, 1), e.g. 0.2")
+        raise ConfigError(f"the selection score's budget share {share} must be in (0, 1), e.g. 0.2")
 
 
 def score_generator(

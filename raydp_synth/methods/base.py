@@ -85,8 +85,8 @@ class Method(ABC):
 
         Args:
             score_share: fraction of the budget for the private selection score
-                (a ``Gaussian(sigma_score)`` release, accounting.md "The selection
-                score"); 0 when the run scores on public data or not at all.
+                (a ``Gaussian(sigma_score)`` release, docs/budget-pricing.md,
+                section 5); 0 when the run scores on public data or not at all.
             price: what must stay <= epsilon (default: the plan's own epsilon; a
                 study prices the plan within the whole search, see
                 :func:`~raydp_synth.privacy.calibration.calibrate_plan`).

@@ -41,7 +41,7 @@ import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_module
 
-from raydp_synth.errors import ConfigError
+from raydp_synth.errors import ConfigError, PrivacyInvariantError
 from raydp_synth.privacy.events import subsampled_gaussian_event
 
 __all__ = [
@@ -83,7 +83,9 @@ CALIBRATION_ORDERS: tuple[float, ...] = (
     1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0,
     9.0, 10.0, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 63, 128, 256, 512, 1024,
 )
-assert set(CALIBRATION_ORDERS) <= set(ORDERS)
+# Only a subset of the pricing grid keeps "calibrated epsilon <= target" true.
+if not set(CALIBRATION_ORDERS) <= set(ORDERS):
+    raise PrivacyInvariantError("CALIBRATION_ORDERS must be a subset of the pricing grid ORDERS")
 
 #: The one tolerance of the dominance check (:func:`dominates`): a plan is dominated
 #: when its RDP is at most ``1 + DOMINANCE_RTOL`` times the reference's at every
@@ -236,7 +238,7 @@ def parse_distribution(spec: str) -> float:
     """
     accepted = "poisson, geometric, logarithmic or tnb:ETA with 0 < ETA < inf (e.g. tnb:0.5)"
     if not isinstance(spec, str):
-        raise ConfigError(f"--distribution {spec!r} must be a string: {accepted}")
+        raise ConfigError(f"the trial-count distribution {spec!r} must be a string: {accepted}")
     text = spec.strip().lower()
     if text in _DISTRIBUTIONS:
         return _DISTRIBUTIONS[text]
@@ -247,7 +249,7 @@ def parse_distribution(spec: str) -> float:
             eta = math.nan
         if math.isfinite(eta) and eta > 0:
             return eta
-    raise ConfigError(f"--distribution {spec!r} is not one of: {accepted}")
+    raise ConfigError(f"the trial-count distribution {spec!r} is not one of: {accepted}")
 
 
 def _check_shape(shape: float) -> float:
@@ -362,12 +364,12 @@ def validate_budget(epsilon: float | None, delta: float) -> None:
     :func:`validate_delta`).
 
     Raises:
-        ConfigError: naming the flag.
+        ConfigError: naming the setting and its value.
     """
     if epsilon is not None and not (math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigError(f"--epsilon {epsilon} must be a finite number > 0")
+        raise ConfigError(f"the privacy budget's epsilon {epsilon} must be a finite number > 0")
     if not (math.isfinite(delta) and 0 < delta < 1):
-        raise ConfigError(f"--delta {delta} must be in (0, 1)")
+        raise ConfigError(f"the privacy budget's delta {delta} must be in (0, 1)")
 
 
 def validate_delta(delta: float, *, dataset_size: int) -> None:
@@ -378,7 +380,7 @@ def validate_delta(delta: float, *, dataset_size: int) -> None:
     """
     if not (math.isfinite(delta) and 0 < delta < 1.0 / dataset_size):
         raise ConfigError(
-            f"--delta {delta:g} must satisfy 0 < delta < 1/n = {1.0 / dataset_size:.3g} "
-            f"for the n={dataset_size} training images; use e.g. --delta "
-            f"{10 ** math.floor(math.log10(0.1 / dataset_size)):g}"
+            f"the privacy budget's delta {delta:g} must satisfy 0 < delta < 1/n = "
+            f"{1.0 / dataset_size:.3g} for the n={dataset_size} training images; use e.g. "
+            f"delta={10 ** math.floor(math.log10(0.1 / dataset_size)):g}"
         )

@@ -158,7 +158,7 @@ def calibrate_plan(
         ConfigError: invalid budget, or a mechanism that cannot meet its share.
     """
     if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigError(f"--epsilon {epsilon} must be a finite number > 0")
+        raise ConfigError(f"the privacy budget's epsilon {epsilon} must be a finite number > 0")
     if not specs:
         raise ConfigError("a privacy plan needs at least one mechanism")
     if price is None:

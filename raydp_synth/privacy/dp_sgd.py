@@ -6,7 +6,7 @@ Per-record gradients come from Opacus' ``GradSampleModule`` (``p.grad_sample``,
 clipped jointly over all parameters of the group (one mechanism, sensitivity C
 under add/remove-one), noise is added once across workers
 (:func:`~raydp_synth.privacy.noise.noisy_sum`), and the sum is divided by the
-*expected* batch size q*N, not the realised one (design.md 3.6).
+*expected* batch size q*N, not the realised one (docs/architecture.md, invariant 6).
 
 Top-k compression (Lin et al. 2023, DPAF 6.2.8) keeps the largest
 ``topk_fraction`` of each record's gradient entries by magnitude before
@@ -76,7 +76,7 @@ def per_record_gradients(
     Args:
         module: the Opacus-wrapped module (``loss_reduction="sum"``).
         loss_of_batch: runs the forward pass and returns ``sum_i loss_i``; each
-            loss_i must depend on record i alone (design.md 3.8).
+            loss_i must depend on record i alone (docs/architecture.md, invariant 8).
         batch_size: the realised batch size; 0 skips the forward pass.
     """
     params = [p for p in module.parameters() if p.requires_grad]

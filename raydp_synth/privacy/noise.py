@@ -1,9 +1,9 @@
 """Releasing a noisy sum across workers, with the noise added exactly once.
 
 This is the single place where Gaussian noise meets sensitive sums, for DP-SGD
-gradients and for DPAF's DPAGG alike (design.md sections 3.4 and 6). Each worker
-holds the sum of its clipped per-record contributions; the global sum is the
-all-reduce of those. Rank 0 adds N(0, noise_std^2) to its local sum before the
+gradients and for DPAF's DPAGG alike (docs/architecture.md, invariant 4 and section
+4). Each worker holds the sum of its clipped per-record contributions; the global sum
+is the all-reduce of those. Rank 0 adds N(0, noise_std^2) to its local sum before the
 all-reduce, every other rank adds nothing, so the released value carries the
 noise once, whatever the number of workers, and every rank receives the same
 released tensor.

@@ -3,7 +3,7 @@
 Each record is included in a batch independently with probability q. With W
 workers, worker r holds the shard ``indices[r::W]`` and Poisson-samples it with the
 same q, so the union over workers is a Poisson sample of the whole dataset with
-rate q (design.md section 6). Empty batches are *kept*: the release of an empty
+rate q (docs/architecture.md, section 4). Empty batches are *kept*: the release of an empty
 batch is pure noise, and skipping it (as Opacus' distributed sampler does) would
 reveal that the batch was empty.
 """

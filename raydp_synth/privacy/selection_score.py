@@ -6,7 +6,7 @@ trained only on the trial's synthetic data, released with Gaussian noise::
 
     score = (#correct predictions on the validation split + N(0, sigma_score^2)) / n_val
 
-Privacy argument (accounting.md, "The selection score"):
+Privacy argument (docs/budget-pricing.md, section 5):
 
 * The classifier is a function of the generator (a DP release of the training
   mechanisms) and of public randomness only, so it is post-processing.
@@ -68,7 +68,7 @@ def with_score_mechanism(specs: Sequence[MechanismSpec], share: float) -> list[M
             0 adds nothing (public validation data, or no score).
     """
     if not (math.isfinite(share) and 0 <= share < 1):
-        raise ConfigError(f"--score-share {share} must be in [0, 1), e.g. 0.2")
+        raise ConfigError(f"the selection score's budget share {share} must be in [0, 1), e.g. 0.2")
     specs = list(specs)
     if share == 0:
         return specs

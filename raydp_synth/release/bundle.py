@@ -78,13 +78,13 @@ def sample_grid(images: np.ndarray, *, rows: int, scale: int = 2, pad: int = 2) 
 
 
 def validate_synthetic_samples(count: int) -> None:
-    """``--synthetic-samples``: at least one row.
+    """The number of rows of ``synthetic.parquet``: at least one.
 
     Raises:
-        ConfigError: naming the flag.
+        ConfigError: naming the setting and its value.
     """
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ConfigError(f"--synthetic-samples {count} must be a whole number >= 1, "
+        raise ConfigError(f"the number of synthetic samples {count} must be a whole number >= 1, "
                           f"e.g. {DEFAULT_SYNTHETIC_SAMPLES}")
 
 

@@ -39,7 +39,7 @@ class WorkerContext:
             the method's allow-list; checkpoint_state (rank 0) is torch-saved.
         log: prints a progress line on rank 0.
         public: the records the curator declared public (``--public``), or None;
-            a method may read them without noise (design.md 3.9).
+            a method may read them without noise (docs/architecture.md, invariant 9).
         dp_seed: the run's secret seed of its DP randomness (Poisson sampling and
             noise). Amplification by subsampling assumes the batches stay hidden, so
             it is drawn from OS entropy by the driver and never written anywhere.

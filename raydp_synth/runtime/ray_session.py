@@ -15,7 +15,7 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
     """
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # Train's controller polls workers at this interval; each ray.train.report
-    # blocks until the next poll (2 s by default, measured in ray-notes.md).
+    # blocks until the next poll (2 s by default; docs/ray-cluster.md, section 3).
     os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
     import ray
 

@@ -1,6 +1,6 @@
 """One DP training run as a Ray Train ``TorchTrainer``, and its run directory.
 
-Layout of the run directory (design.md 8)::
+Layout of the run directory (docs/architecture.md, section 6)::
 
     DIR/release/      what a curator may publish: generator.pt, generator.json,
                       samples.png, synthetic.parquet, privacy.json
@@ -140,12 +140,12 @@ def _check_out(out: Path) -> None:
 def _prepare_out(out: Path) -> None:
     _check_out(out)
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(out, 0o700)  # curator-only (design.md 8)
+    os.chmod(out, 0o700)  # curator-only (docs/architecture.md, section 6)
 
 
 @contextlib.contextmanager
 def _owner_only_files() -> Iterator[None]:
-    """Files and folders created inside are owner-only (design.md 8)."""
+    """Files and folders created inside are owner-only (docs/architecture.md, section 6)."""
     previous = os.umask(0o077)
     try:
         yield

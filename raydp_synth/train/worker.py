@@ -35,7 +35,8 @@ class Reporter:
     """Checks, records and forwards a worker's reports to Ray Train.
 
     Args:
-        allowlist: the method's privacy-safe metric keys (design.md 3.3).
+        allowlist: the method's privacy-safe metric keys (docs/architecture.md,
+            invariant 3).
         rank: this worker's rank; only rank 0 writes checkpoints.
     """
 

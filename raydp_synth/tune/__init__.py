@@ -2,5 +2,6 @@
 
 Search spaces (``search_spaces/<method>.yaml``, :mod:`raydp_synth.tune.search_space`)
 say what a study may try; Ray Tune with Optuna runs the trials; the budget
-accountant charges every trial to the study's total budget (design.md 2 and 5).
+accountant charges every trial to the study's total budget (docs/architecture.md,
+section 2; docs/budget-pricing.md, section 6).
 """

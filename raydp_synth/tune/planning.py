@@ -1,6 +1,6 @@
 """How a study sizes each trial's plan so that the whole search fits one budget.
 
-Two pricing modes (accounting.md, "Two ways to price the search"):
+Two pricing modes (docs/budget-pricing.md, section 6):
 
 * ``compose``: the study's total is the RDP composition of every granted plan
   (adaptive composition: a later config is post-processing of earlier DP outputs).
@@ -30,6 +30,7 @@ import dp_accounting as dpa
 from dp_accounting import dp_event
 
 from raydp_synth.data import DataInfo
+from raydp_synth.errors import PrivacyInvariantError
 from raydp_synth.methods.base import Method
 from raydp_synth.privacy.accounting import dominance_ratio, epsilon_of, rdp_curve
 from raydp_synth.privacy.plan import PrivacyPlan
@@ -120,5 +121,6 @@ def plan_dominated_by(
     plan = method.plan(config, epsilon=1.0, delta=delta, data=data, score_share=score_share,
                        price=price)
     eps = plan.epsilon()
-    assert math.isfinite(eps)
+    if not math.isfinite(eps):  # a trial must state a finite epsilon to be granted
+        raise PrivacyInvariantError(f"the dominated plan has no finite epsilon ({eps})")
     return replace(plan, target_epsilon=eps)

@@ -1,4 +1,4 @@
-"""Search spaces: what a study of one method may try (design.md 2).
+"""Search spaces: what a study of one method may try (docs/architecture.md, section 2).
 
 A search space is a YAML file, one per method (``search_spaces/<method>.yaml``)::
 
@@ -313,8 +313,8 @@ def make_sampler(
 def is_adaptive(kind: str) -> bool:
     """Whether the sampler's next trial depends on earlier results.
 
-    Random-stopping accounting (accounting.md) needs a non-adaptive sampler
-    (i.i.d. trials): ``random`` is not adaptive, ``tpe`` is.
+    Random-stopping accounting (docs/budget-pricing.md, section 6.2) needs a
+    non-adaptive sampler (i.i.d. trials): ``random`` is not adaptive, ``tpe`` is.
 
     Raises:
         ConfigError: unknown kind.

@@ -1,6 +1,6 @@
 """One study: a hyperparameter search under one privacy budget, and its release.
 
-Layout of the study directory (owner-only; design.md 8)::
+Layout of the study directory (owner-only; docs/architecture.md, section 6)::
 
     STUDY/ledger.jsonl     the accountant's durable ledger (curator-only)
     STUDY/study.json       the request, the search space, the reference plan
@@ -13,7 +13,7 @@ Layout of the study directory (owner-only; design.md 8)::
 
 The search itself is post-processing of DP outputs: Optuna only sees the trials'
 private selection scores (DP releases in their plans), and the accountant prices
-every grant (design.md 5, accounting.md).
+every grant (docs/budget-pricing.md, section 6).
 """
 
 from __future__ import annotations
@@ -377,7 +377,8 @@ def _restored_tuner(study_dir: Path, trainable: Any) -> Any:
     score), the trial count, the finished trials. A trial that was running when
     the driver died is resumed by Tune but gets no second grant: it asks the
     accountant again under a new attempt and is refused (its first grant stays
-    spent, design.md 3.6), so it ends at once without reading data.
+    spent: docs/architecture.md, invariant 2), so it ends at once without
+    reading data.
     """
     from ray import tune
 

@@ -1,6 +1,6 @@
 """One Tune trial: plan, get the plan granted, train on Ray Train, score, checkpoint.
 
-The order is the privacy argument (design.md 2-3):
+The order is the privacy argument (docs/architecture.md, sections 2 and 3):
 
 1. the configuration Tune proposes becomes a typed config and a calibrated plan,
    from public quantities (and the plans already granted);

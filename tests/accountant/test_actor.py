@@ -255,7 +255,8 @@ def test_header_mismatch_on_resume(ray_local, tmp_path):
         ray.kill(handle, no_restart=True)
 
     # the driver-side check, before any actor starts
-    with pytest.raises(ConfigError, match=r"belongs to another study.*--name.*--resume"):
+    with pytest.raises(ConfigError,
+                       match=r"belongs to another study.*new study name.*resume the study"):
         get_or_create_accountant(tmp_path, _name("resume2"), **_compose(11.0))
     with pytest.raises(ConfigError, match="trials"):
         BudgetAccountant(str(tmp_path), **_compose(10.0, trials=11))

@@ -25,8 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "cluster"
 KUBERAY = CLUSTER / "kuberay"
 LAUNCHERS = ("aws.yaml", "gcp.yaml")
-SHARED = "/shared"
-STUDIES = "/shared/studies"
+SHARED = "/storage"
+STUDIES = "/storage/studies"
 TOKEN_SECRET = "raydp-synth-ray-token"
 PVC = "studies"
 STORAGE_PLACEHOLDER = {"aws.yaml": "fs-REPLACE_ME", "gcp.yaml": "REPLACE_WITH_FILESTORE_IP"}
@@ -283,7 +283,7 @@ def test_secret_example_holds_a_placeholder_only() -> None:
 
 
 @pytest.mark.parametrize(("where", "spec"), _cluster_specs())
-def test_every_ray_pod_mounts_the_studies_pvc_at_shared(where: str, spec: dict[str, Any]) -> None:
+def test_every_ray_pod_mounts_the_studies_pvc_at_storage(where: str, spec: dict[str, Any]) -> None:
     for pod, pod_spec in _pod_specs(spec):
         volumes = {v["name"] for v in pod_spec["volumes"]
                    if v.get("persistentVolumeClaim", {}).get("claimName") == PVC}

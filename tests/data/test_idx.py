@@ -169,7 +169,7 @@ def test_the_class_set_is_declared_not_read_off_the_labels(tmp_path: Path) -> No
     # IDX files declare nothing: the caller must.
     with pytest.raises(DataError, match=r"IDX files do not declare their classes") as e:
         load_idx_raw(tmp_path)
-    assert "--num-classes" in message_of(e)
+    assert "classes=10" in message_of(e)
 
 
 def test_label_outside_the_declared_classes(tmp_path: Path) -> None:

@@ -127,7 +127,7 @@ def test_without_class_metadata_the_class_count_is_declared(tmp_path: Path) -> N
     with pytest.raises(DataError, match=r"plain\.parquet: the Parquet schema declares no class "
                        r"names") as e:
         load_parquet_raw(tmp_path / "plain.parquet")
-    assert "--num-classes" in message_of(e)
+    assert "classes=K" in message_of(e)
     raw = load_parquet_raw(tmp_path / "plain.parquet", num_classes=10)
     assert raw.class_names == tuple(str(k) for k in range(10))
     assert raw.labels.tolist() == [7, 3, 7, 3]  # not renumbered

@@ -50,7 +50,7 @@ def test_parse_valid_specs(text: str, kind: str, location: str | None) -> None:
         ("digits:/x", "'digits' takes no location"),
         # Class declarations (--num-classes, folded in as :classes=K).
         ("idx:/d:classes=ten", "classes='ten' is not a whole number"),
-        ("idx:/d:classes=0", "--num-classes 0 must be a whole number >= 1"),
+        ("idx:/d:classes=0", "the declared class count 0 must be a whole number >= 1"),
         ("digits:classes=5", "'digits' has 10 classes, not 5"),
         (":classes=3", "unknown dataset spec"),
     ],
@@ -160,7 +160,8 @@ def test_with_num_classes_folds_the_option_into_the_spec() -> None:
     assert with_num_classes("idx:/d", 10) == "idx:/d:classes=10"
     assert with_num_classes("idx:/d:classes=10", 10) == "idx:/d:classes=10"
     assert with_num_classes("digits", 10) == "digits"
-    with pytest.raises(DataError, match="--num-classes 4 disagrees with --dataset idx:/d:classes=10"):
+    with pytest.raises(DataError, match="declared class count 4 disagrees with the dataset "
+                                        "spec idx:/d:classes=10"):
         with_num_classes("idx:/d:classes=10", 4)
     with pytest.raises(DataError, match="'digits' has 10 classes, not 4"):
         with_num_classes("digits", 4)
@@ -171,7 +172,7 @@ def test_a_declaration_must_agree_with_the_datasets_own(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     assert load_raw(parse_dataset_spec(f"folder:{tmp_path}:classes=2")).class_names == ("a", "b")
     with pytest.raises(DataError, match=r"the dataset declares 2 classes \('a', 'b'\) but 3 were "
-                       "declared with --num-classes") as e:
+                       r"declared \(:classes=3\)") as e:
         load_raw(parse_dataset_spec(f"folder:{tmp_path}:classes=3"))
     message_of(e)
 

@@ -58,13 +58,13 @@ def test_score_share_buys_the_score_budget_from_the_training_mechanisms(dpaf_pla
 
 def test_score_share_is_validated() -> None:
     for bad in (-0.1, 1.0, float("nan")):
-        with pytest.raises(ConfigError, match="score-share"):
+        with pytest.raises(ConfigError, match="budget share"):
             with_score_mechanism([], bad)
     assert with_score_mechanism([], 0.0) == []
 
 
 def test_correct_count_has_sensitivity_one_under_add_remove() -> None:
-    """Neighbouring test (design.md 3.8): remove each record, and add one."""
+    """Neighbouring test (docs/architecture.md, invariant 8): remove each record, and add one."""
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 10, size=200)
     predicted = np.where(rng.random(200) < 0.6, labels, (labels + 1) % 10)

@@ -1,8 +1,9 @@
 """Fault injection on the budget accountant (a real, detached Ray actor).
 
 Each test breaks something while the accountant works (its process, its ledger's
-storage) and checks the two invariants of design.md 3: the ledger loses no grant
-that anyone received, and the study never spends beyond its budget.
+storage) and checks two invariants (docs/architecture.md, invariants 2 and 7): the
+ledger loses no grant that anyone received, and the study never spends beyond its
+budget.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def test_a_ledger_that_cannot_be_written_fails_closed(ray_local, tmp_path, fault
             assert not reply["granted"]
             reason = reply["reason"]
             assert reason.startswith(REASON_LEDGER) and strerror in reason
-            assert "--resume" in reason and "\n" not in reason
+            assert "resume the study" in reason and "\n" not in reason
             status = ray.get(handle.status.remote())
             assert status["ledger_error"] == reason and not status["can_grant"]
             assert status["spent_epsilon"] == spent and status["trials_granted"] == 1

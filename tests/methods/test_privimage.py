@@ -36,11 +36,11 @@ def digits():
 
 
 def test_public_data_is_required() -> None:
-    with pytest.raises(ConfigError, match="--public"):
+    with pytest.raises(ConfigError, match="declare public data"):
         PRIVIMAGE.make_config({}, DataInfo(num_records=1000, image_size=16, channels=1,
                                            num_classes=10))
     assert PRIVIMAGE.default_public == {"digits": "digits:fraction=0.3"}
-    with pytest.raises(ConfigError, match="--public"):
+    with pytest.raises(ConfigError, match="declare public data"):
         DIFFUSION.make_config({}, DataInfo(num_records=1000, image_size=16, channels=1,
                                            num_classes=10))
 

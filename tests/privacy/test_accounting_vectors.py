@@ -1,4 +1,4 @@
-"""Golden epsilons of ../shared/accounting.md (dp-accounting 0.6.0)."""
+"""Golden epsilons of docs/budget-pricing.md, section 6.3 (dp-accounting 0.6.0)."""
 
 from __future__ import annotations
 

@@ -116,7 +116,7 @@ def test_synthetic_parquet_has_the_requested_size_not_n(generator, tmp_path: Pat
     assert raw.class_names == NAMES  # the declared class set, read back from its metadata
     assert DEFAULT_SYNTHETIC_SAMPLES == 10_000
     for bad in (0, -5):
-        with pytest.raises(ConfigError, match="--synthetic-samples"):
+        with pytest.raises(ConfigError, match="number of synthetic samples"):
             write_release(tmp_path / "other", generator=generator, statement={},
                           num_synthetic=bad, seed=0)
     assert not (tmp_path / "other").exists()

@@ -23,10 +23,10 @@ def _fails(argv: list[str], capsys) -> str:
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
-    (["dpaf", "--epsilon", "0"], "--epsilon"),
-    (["dpaf", "--epsilon", "-3"], "--epsilon"),
+    (["dpaf", "--epsilon", "0"], "epsilon 0"),
+    (["dpaf", "--epsilon", "-3"], "epsilon -3"),
     (["dpaf", "--delta", "0.001"], "1/n"),
-    (["dpaf", "--delta", "1.5"], "--delta"),
+    (["dpaf", "--delta", "1.5"], "delta 1.5"),
     (["nosuchmethod"], "registered methods: dpaf"),
     (["dpaf", "--set", "mu"], "key=value"),
     (["dpaf", "--set", "colour=blue"], "unknown setting"),
@@ -37,18 +37,18 @@ def _fails(argv: list[str], capsys) -> str:
     (["dpaf", "--set", "image_size=20"], "power of two"),
     (["dpaf", "--set", "image_size=8", "--set", "layer_split=C2-C1-x"], "at most 2"),
     (["dpaf", "--dataset", "webdataset:foo"], "digits"),
-    (["dpaf", "--score-share", "1.5"], "--score-share"),
-    (["dpaf", "--score-share", "0"], "--score-share"),
+    (["dpaf", "--score-share", "1.5"], "budget share 1.5"),
+    (["dpaf", "--score-share", "0"], "budget share 0"),
     (["dpaf", "--public-validation", "idx:/nonexistent/dir"], "/nonexistent/dir"),
     (["dpgan", "--public", "digits"], "fraction"),
     (["dpgan", "--public", "digits:fraction=1.5"], "between 0 and 1"),
-    (["dpgan", "--set", "warm_start_iters=100"], "--public"),
-    (["dpgan", "--set", "groups=5"], "--public"),
-    (["dpgan", "--set", "adaptive_clip=true"], "--public"),
-    (["dpaf", "--synthetic-samples", "0"], "--synthetic-samples"),
+    (["dpgan", "--set", "warm_start_iters=100"], "declare public data"),
+    (["dpgan", "--set", "groups=5"], "declare public data"),
+    (["dpgan", "--set", "adaptive_clip=true"], "declare public data"),
+    (["dpaf", "--synthetic-samples", "0"], "synthetic samples 0"),
     (["dpaf", "--curve-checkpoints", "-1"], "--curve-checkpoints"),
     (["dpaf", "--num-classes", "5"], "'digits' has 10 classes, not 5"),
-    (["dpaf", "--num-classes", "0"], "--num-classes 0"),
+    (["dpaf", "--num-classes", "0"], "class count 0"),
 ])
 def test_user_errors(argv: list[str], needle: str, capsys, tmp_path: Path) -> None:
     err = _fails([*argv, "--out", str(tmp_path / "run")], capsys)
@@ -92,7 +92,7 @@ def test_no_traceback_from_the_real_entry_point(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip().startswith("error: --epsilon 0")
+    assert proc.stderr.strip().startswith("error: the privacy budget's epsilon 0")
     assert "Traceback" not in proc.stderr
 
 
@@ -119,7 +119,7 @@ def _idx_dir(root: Path, labels: list[int]) -> Path:
 def test_idx_without_a_declared_class_count(capsys, tmp_path: Path) -> None:
     data = _idx_dir(tmp_path / "mnist", [0, 1, 2] * 20)
     err = _fails(["dpaf", "--dataset", f"idx:{data}", "--out", str(tmp_path / "r")], capsys)
-    assert "--num-classes" in err and str(data) in err
+    assert "classes=10" in err and str(data) in err
     assert not (tmp_path / "r").exists()
 
 
@@ -144,7 +144,7 @@ def test_parquet_without_class_metadata(capsys, tmp_path: Path) -> None:
                    tmp_path / "plain.parquet")
     err = _fails(["dpaf", "--dataset", f"parquet:{tmp_path / 'plain.parquet'}",
                   "--out", str(tmp_path / "r")], capsys)
-    assert "declares no class names" in err and "--num-classes" in err
+    assert "declares no class names" in err and "classes=K" in err
 
 
 def test_num_classes_that_disagrees_with_the_class_folders(capsys, tmp_path: Path) -> None:
@@ -156,4 +156,4 @@ def test_num_classes_that_disagrees_with_the_class_folders(capsys, tmp_path: Pat
         write_png(tmp_path / "imgs" / name / "1.png", np.zeros((8, 8), np.uint8))
     err = _fails(["dpaf", "--dataset", f"folder:{tmp_path / 'imgs'}", "--num-classes", "3",
                   "--out", str(tmp_path / "r")], capsys)
-    assert "declares 2 classes" in err and "--num-classes" in err
+    assert "declares 2 classes" in err and "3 were declared" in err

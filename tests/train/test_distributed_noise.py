@@ -1,4 +1,4 @@
-"""1 and 2 Ray Train workers release the same noise scale (design.md 6)."""
+"""1 and 2 Ray Train workers release the same noise scale (docs/architecture.md, section 4)."""
 
 from __future__ import annotations
 

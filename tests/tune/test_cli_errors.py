@@ -9,19 +9,19 @@ from raydp_synth.tune.__main__ import main
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
-    (["dpaf", "--epsilon", "0"], "--epsilon"),
+    (["dpaf", "--epsilon", "0"], "epsilon 0"),
     (["dpaf", "--delta", "0.01"], "1/n"),
     (["dpaf", "--trials", "0"], "--trials"),
     (["dpaf", "--selection", "random-stopping", "--sampler", "tpe"], "--selection compose"),
     (["dpaf", "--selection", "random-stopping", "--distribution", "zipf"], "zipf"),
     (["dpaf", "--search-space", "/nonexistent/space.yaml"], "/nonexistent/space.yaml"),
     (["dpaf", "--name", "x", "--resume"], "--resume"),
-    (["dpaf", "--score-share", "1"], "--score-share"),
+    (["dpaf", "--score-share", "1"], "budget share 1"),
     (["nosuchmethod"], "registered methods"),
-    (["dpaf", "--synthetic-samples", "0"], "--synthetic-samples"),
+    (["dpaf", "--synthetic-samples", "0"], "synthetic samples 0"),
     (["dpaf", "--num-classes", "4"], "'digits' has 10 classes, not 4"),
     (["dpaf", "--dataset", "idx:/nonexistent/mnist:classes=10", "--num-classes", "3"],
-     "--num-classes 3 disagrees"),
+     "class count 3 disagrees"),
 ])
 def test_bad_study_input_is_one_clear_line(argv, needle, capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_info:

@@ -1,4 +1,4 @@
-"""DPAF, privacy-corrected (Lin et al. 2023, DPAF; design.md 4; docs/privacy.md)."""
+"""DPAF, privacy-corrected (Lin et al. 2023, DPAF; docs/privacy.md, section 2)."""
 
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ import torch
 from opacus import GradSampleModule
 from torch.nn import functional as F
 
+from raydp_synth.errors import PrivacyInvariantError
 from raydp_synth.methods.dpaf.config import DPAFConfig
 from raydp_synth.methods.dpaf.mechanisms import (
     classifier_pre_noise,
@@ -119,7 +120,9 @@ class _DPAFRun:
     # ---------------------------------------------------------------- phase 1
     def classifier_phase(self) -> None:
         cfg, mech = self.config, self.ctx.plan.mechanism(CLASSIFIER)
-        assert mech.sample_rate is not None
+        if mech.sample_rate is None:  # priced as one-shot, sampled here: unaccounted
+            raise PrivacyInvariantError(
+                f"the plan's {mech.name!r} mechanism has no Poisson sample rate")
         classifier = Classifier(self.arch).to(self.device)
         gsm = GradSampleModule(classifier, loss_reduction="sum")
         params = [p for p in classifier.parameters() if p.requires_grad]
@@ -158,7 +161,12 @@ class _DPAFRun:
     def gan_phase(self) -> None:
         cfg, plan, ctx = self.config, self.ctx.plan, self.ctx
         agg, conv2 = plan.mechanism(DPAGG), plan.mechanism(CONV2)
-        assert agg.sample_rate is not None and conv2.sample_rate is not None
+        if agg.sample_rate is None:  # priced as one-shot, sampled here: unaccounted
+            raise PrivacyInvariantError(
+                f"the plan's {agg.name!r} mechanism has no Poisson sample rate")
+        if conv2.sample_rate is None:  # priced as one-shot, sampled here: unaccounted
+            raise PrivacyInvariantError(
+                f"the plan's {conv2.name!r} mechanism has no Poisson sample rate")
         by_class = cfg.aggregation == "class"
         groups = self.arch.num_classes if by_class else 1
         # Divisors turning released sums into means: expected counts (public).

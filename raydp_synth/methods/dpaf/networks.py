@@ -11,8 +11,8 @@ differently::
                                                                           (per record: D-hat)
 
 No part of D uses batch statistics (no BatchNorm): each record's features depend
-on that record alone (design.md 3.8). The generator G, which only sees synthetic
-data, may use BatchNorm.
+on that record alone (docs/architecture.md, invariant 8). The generator G, which
+only sees synthetic data, may use BatchNorm.
 """
 
 from __future__ import annotations

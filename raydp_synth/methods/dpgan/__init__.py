@@ -4,7 +4,7 @@ groups, adaptive clip bounds and warm start on declared public data.
 One mechanism: the critic's DP step (Poisson rate q = B/n, ``ceil(epochs / q)``
 releases). With k clip groups it is one Gaussian mechanism of sensitivity sqrt(k)
 (each group rescaled by its bound), so the plan's noise multiplier z is the
-paper's per-group sigma divided by sqrt(k) (design.md 3.5), never a parallel
+paper's per-group sigma divided by sqrt(k) (docs/architecture.md, invariant 5), never a parallel
 composition of k mechanisms. The generator, Adam, the clip bounds (public data and
 the released critic) and the warm start (public data) are post-processing or
 public. Public options are refused without data declared public (``--public``).
@@ -36,7 +36,7 @@ from raydp_synth.runtime.context import WorkerContext
 
 __all__ = ["DPGAN", "DPGANConfig"]
 
-_PUBLIC_FIX = "declare public data with --public (e.g. --public digits:fraction=0.02)"
+_PUBLIC_FIX = "declare public data (e.g. digits:fraction=0.02, 2% of the digits)"
 
 
 class DPGAN(Method):
@@ -66,7 +66,8 @@ class DPGAN(Method):
 
     def schedule(self, config: DPGANConfig, data: DataInfo) -> list[MechanismSpec]:
         q = batch_sample_rate(config.batch_size, data.num_records)
-        # k groups, each rescaled by 1/C_j: sensitivity sqrt(k) (design.md 3.5).
+        # k groups, each rescaled by 1/C_j: sensitivity sqrt(k) (docs/architecture.md,
+        # invariant 5).
         return [MechanismSpec(name=CRITIC, sample_rate=q, num_steps=math.ceil(config.epochs / q),
                               sensitivity=math.sqrt(config.groups), share=1.0)]
 

@@ -28,7 +28,8 @@ class DPGANConfig:
             one group and the weight units (one per output filter or neuron) are
             clustered into k - 1 groups by their estimated bounds (Algorithm 2);
             k >= 3 needs adaptive clipping. Accounting: one Gaussian mechanism of
-            noise multiplier sigma / sqrt(k) whatever the bounds (design.md 3.5).
+            noise multiplier sigma / sqrt(k) whatever the bounds
+            (docs/architecture.md, invariant 5).
         clip: fixed clip bound of the weights (of everything when ``groups`` = 1);
             unused with adaptive clipping.
         bias_clip: fixed clip bound of the biases when ``groups`` = 2.
@@ -73,7 +74,7 @@ class DPGANConfig:
         if self.image_size < 8 or self.image_size & (self.image_size - 1):
             raise ConfigError(
                 f"image_size={self.image_size} must be a power of two >= 8 (the critic's three "
-                "strided convolutions halve it three times); use e.g. --set image_size=16"
+                "strided convolutions halve it three times); use e.g. image_size=16"
             )
         require_positive(self, integers=("capacity", "latent_dim", "batch_size", "n_critic",
                                          "groups", "public_batch_size"),
@@ -86,7 +87,7 @@ class DPGANConfig:
         if self.groups >= 3 and self.adaptive_clip is False:
             raise ConfigError(
                 f"groups={self.groups} clusters the weights by bounds estimated on public data; "
-                "use groups=1 or 2 without adaptive clipping, or declare public data (--public)")
+                "use groups=1 or 2 without adaptive clipping, or declare public data")
         units = 7 * self.capacity + 1  # output filters/neurons of the critic's weights
         if self.groups > units + 1:
             raise ConfigError(f"groups={self.groups} exceeds the critic's {units} weight units "

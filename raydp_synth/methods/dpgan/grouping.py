@@ -4,9 +4,9 @@ The critic's parameter entries are split into k groups, group j clipped per reco
 at its bound C_j. A record's clipped contribution, each group rescaled by 1/C_j,
 has L2 norm at most sqrt(k); Gaussian noise of std sigma on that rescaled sum,
 rescaled back (noise sigma*C_j on group j), is **one** Gaussian mechanism of
-sensitivity sqrt(k), i.e. of noise multiplier sigma / sqrt(k) (design.md 3.5). The
-paper's "parallel composition" of the groups is wrong (every group reads the same
-records); the plan here charges sigma / sqrt(k), and tests pin it.
+sensitivity sqrt(k), i.e. of noise multiplier sigma / sqrt(k) (docs/architecture.md,
+invariant 5). The paper's "parallel composition" of the groups is wrong (every group
+reads the same records); the plan here charges sigma / sqrt(k), and tests pin it.
 
 The bounds are fixed hyperparameters (global, or weights/biases) or, with adaptive
 clipping, estimated each step from a batch of data the curator declared public:
@@ -16,7 +16,7 @@ Algorithm 2 merges the units with the most similar bounds (merged bound
 sqrt(C_a^2 + C_b^2)) until k - 1 weight groups remain. Units, rather than the
 paper's single entries, keep the clustering cheap at every step; the argument is
 the same. Bounds and groups depend on public data and on the critic (a DP
-release) only, so they are post-processing (design.md 3.8, 3.9).
+release) only, so they are post-processing (docs/architecture.md, invariants 8 and 9).
 """
 
 from __future__ import annotations

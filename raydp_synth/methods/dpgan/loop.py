@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from raydp_synth.data import ImageDataset
+from raydp_synth.errors import PrivacyInvariantError
 from raydp_synth.methods.dpgan.config import DPGANConfig
 from raydp_synth.methods.dpgan.grouping import (
     ClipGroups,
@@ -109,7 +110,9 @@ class PublicSide:
 
     def _batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """A public batch with synthetic partners (of the same labels) and mixes."""
-        assert self.images is not None and self.labels is not None
+        if self.images is None or self.labels is None:  # no noise is added: public data only
+            raise PrivacyInvariantError(
+                "a public batch was asked for, but no public data was declared")
         size = min(self.config.public_batch_size, len(self.images))
         idx = torch.randperm(len(self.images), generator=self.rng)[:size]
         x, y = self.images[idx].to(self.device), model_labels(self.config, self.labels[idx])
@@ -208,7 +211,9 @@ def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = No
     cfg: DPGANConfig = ctx.config
     data, device, plan = ctx.data, ctx.device, ctx.plan
     mech = plan.mechanism(CRITIC)
-    assert mech.sample_rate is not None
+    if mech.sample_rate is None:  # priced as one-shot, sampled here: unaccounted
+        raise PrivacyInvariantError(
+            f"the plan's {mech.name!r} mechanism has no Poisson sample rate")
     models = prepare(ctx)
     critic, gen, public = models.critic, models.gen, models.public
     opt_d, opt_g = models.opt_d, models.opt_g
@@ -230,8 +235,8 @@ def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = No
     for step in range(1, mech.num_steps + 1):
         groups = public.clip_groups()
         if abs(math.sqrt(groups.k) - mech.sensitivity) > 1e-9:
-            raise RuntimeError(f"{groups.k} clip groups but the plan's sensitivity is "
-                               f"{mech.sensitivity} (sqrt(k) expected)")
+            raise PrivacyInvariantError(f"{groups.k} clip groups but the plan's sensitivity "
+                                        f"is {mech.sensitivity} (sqrt(k) expected)")
         add("clip_bound", float(groups.bounds.mean()))
 
         # G's BatchNorm statistics for the partners: a synthetic batch (public draws).

@@ -55,7 +55,7 @@ class DPWGANConfig:
         if self.image_size < 8 or self.image_size & (self.image_size - 1):
             raise ConfigError(
                 f"image_size={self.image_size} must be a power of two >= 8 (the critic's three "
-                "strided convolutions halve it three times); use e.g. --set image_size=16"
+                "strided convolutions halve it three times); use e.g. image_size=16"
             )
         require_positive(self, integers=("capacity", "latent_dim", "batch_size", "n_critic"),
                          floats=("epochs", "clip", "lr_d", "lr_g"))

@@ -16,6 +16,7 @@ import math
 
 import torch
 
+from raydp_synth.errors import PrivacyInvariantError
 from raydp_synth.methods.dpwgan.config import DPWGANConfig
 from raydp_synth.methods.dpwgan.mechanisms import pair_record_grads
 from raydp_synth.methods.dpwgan.networks import Critic, Generator, refresh_batchnorm
@@ -62,9 +63,12 @@ def run_dpwgan(ctx: WorkerContext) -> None:
     cfg: DPWGANConfig = ctx.config
     data, device, plan = ctx.data, ctx.device, ctx.plan
     mech = plan.mechanism(CRITIC)
-    assert mech.sample_rate is not None
+    if mech.sample_rate is None:  # priced as one-shot, sampled here: unaccounted
+        raise PrivacyInvariantError(
+            f"the plan's {mech.name!r} mechanism has no Poisson sample rate")
     if abs(mech.sensitivity - cfg.clip) > 1e-12:
-        raise RuntimeError(f"the plan's critic sensitivity {mech.sensitivity} is not clip={cfg.clip}")
+        raise PrivacyInvariantError(
+            f"the plan's critic sensitivity {mech.sensitivity} is not clip={cfg.clip}")
     torch.manual_seed(cfg.seed)  # identical initial parameters on every rank
     critic, gen = build_networks(cfg, data.channels, data.num_classes)
     critic, gen = critic.to(device), gen.to(device)

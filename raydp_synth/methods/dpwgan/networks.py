@@ -4,11 +4,11 @@ class-conditional so that the release has labels (CAS needs them).
 Critic: three strided 5x5 convolutions with capacity c, 2c, 4c filters and leaky
 ReLU 0.2, then a linear score; the label enters as one-hot planes at the input. No
 normalisation layer: a per-record gradient must depend on its record alone
-(design.md 3.8). Generator: the transpose (latent + one-hot label, a linear layer,
-three transposed convolutions, tanh), with BatchNorm. G runs in train mode only on
-synthetic batches; where its images meet real records (the critic's pairs) it runs
-in eval mode, so that no batch statistic couples records and its running
-statistics come from synthetic batches alone (:func:`refresh_batchnorm`).
+(docs/architecture.md, invariant 8). Generator: the transpose (latent + one-hot
+label, a linear layer, three transposed convolutions, tanh), with BatchNorm. G runs
+in train mode only on synthetic batches; where its images meet real records (the
+critic's pairs) it runs in eval mode, so that no batch statistic couples records and
+its running statistics come from synthetic batches alone (:func:`refresh_batchnorm`).
 """
 
 from __future__ import annotations

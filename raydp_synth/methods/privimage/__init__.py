@@ -127,8 +127,8 @@ class _PrivImage(Method):
 
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> Any:
         if data.public_records == 0:
-            raise ConfigError(f"{self.name} pre-trains on public data; declare it with --public "
-                              "(e.g. --public folder:DIR, or digits:fraction=0.3 on the digits)")
+            raise ConfigError(f"{self.name} pre-trains on public data; declare public data "
+                              "(e.g. folder:DIR, or digits:fraction=0.3 on the digits)")
         return super().make_config(values, data)
 
 

@@ -130,7 +130,7 @@ class PrivImageDConfig:
     def __post_init__(self) -> None:
         if self.image_size < 8 or self.image_size % 4:
             raise ConfigError(f"image_size={self.image_size} must be a multiple of 4 and >= 8 "
-                              "(the U-Net halves it twice); use e.g. --set image_size=16")
+                              "(the U-Net halves it twice); use e.g. image_size=16")
         require_positive(self, integers=("k1", "k2", "public_batch_size", "width", "batch_size",
                                          "multiplicity", "diffusion_steps", "sample_steps"),
                          floats=("epochs", "clip", "lr", "pretrain_lr"))

@@ -4,8 +4,8 @@ and DDIM sampling (Li et al. 2024, PrivImage App. D.2: DDIM with 50 steps).
 Privacy: the U-Net has GroupNorm only (statistics of one image, never of the batch),
 so record i's loss ``mean_m |e_im - eps_theta(x_t, t_im, y_i)|^2`` over its own
 noise draws (multiplicity m, as in DPDM, which PrivImage builds on) depends on
-record i alone (design.md 3.8), and its gradient can be clipped per record.
-Per-record gradients come from ``torch.func`` (``vmap`` of ``grad``).
+record i alone (docs/architecture.md, invariant 8), and its gradient can be clipped
+per record. Per-record gradients come from ``torch.func`` (``vmap`` of ``grad``).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 import torch
 
 from raydp_synth.data import ImageDataset
+from raydp_synth.errors import PrivacyInvariantError
 from raydp_synth.methods.privimage.config import PrivImageDConfig
 from raydp_synth.methods.privimage.diffusion import (
     DDPMSchedule,
@@ -88,7 +89,9 @@ def run_privimage_d(ctx: WorkerContext, selected: ImageDataset, *,
     cfg: PrivImageDConfig = ctx.config
     data, device, plan = ctx.data, ctx.device, ctx.plan
     mech = plan.mechanism(DENOISER)
-    assert mech.sample_rate is not None
+    if mech.sample_rate is None:  # priced as one-shot, sampled here: unaccounted
+        raise PrivacyInvariantError(
+            f"the plan's {mech.name!r} mechanism has no Poisson sample rate")
     torch.manual_seed(cfg.seed)
     model = build_denoiser(cfg, data.channels, data.num_classes).to(device)
     schedule = DDPMSchedule(cfg.diffusion_steps)
@@ -101,7 +104,8 @@ def run_privimage_d(ctx: WorkerContext, selected: ImageDataset, *,
             f"selected public images (loss {pretrain_loss:.4f})")
 
     if abs(mech.sensitivity - cfg.clip) > 1e-12:
-        raise RuntimeError(f"the plan's denoiser sensitivity {mech.sensitivity} is not clip={cfg.clip}")
+        raise PrivacyInvariantError(
+            f"the plan's denoiser sensitivity {mech.sensitivity} is not clip={cfg.clip}")
     sampler = ctx.sampler(DENOISER)
     expected = mech.sample_rate * data.num_records
     shapes = [p.shape for p in params]
