@@ -423,7 +423,7 @@ def test_a_header_of_other_settings_is_refused(tmp_path):
     study = Study(tmp_path, _compose(10.0))
     study.request("t0", _plan(2.0, None, 1))
     entries = study.ledger.entries()
-    with pytest.raises(ConfigError, match=r"belongs to another study.*--name.*--resume"):
+    with pytest.raises(ConfigError, match=r"belongs to another study.*new study name.*resume the study"):
         StudyBudget.replay(entries, settings=_compose(11.0))
     with pytest.raises(ConfigError, match="trials"):
         StudyBudget.replay(entries, settings=_compose(10.0, trials=11))
