@@ -1,6 +1,7 @@
 """Search spaces: what a study of one method may try (design.md 2).
 
-A search space is a YAML file, one per method (``search_spaces/<method>.yaml``)::
+A search space is a YAML file for one method (each method's default is package data
+of the method's own package, :meth:`~raydp_synth.methods.base.Method.search_space_file`)::
 
     method: dpaf
     params:                     # sampled by Optuna; keys are fields of the method's config
@@ -64,15 +65,17 @@ import typing
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 import yaml
 
-import raydp_synth
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.base import DataInfo, Method
 from raydp_synth.methods.registry import get_method
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 __all__ = [
     "SAMPLER_KINDS",
@@ -82,7 +85,6 @@ __all__ = [
     "Param",
     "SearchSpace",
     "WeightsParam",
-    "default_search_space_path",
     "is_adaptive",
     "load_search_space",
     "make_sampler",
@@ -408,19 +410,14 @@ class SearchSpace:
 # ----------------------------------------------------------------------- loading
 
 
-def default_search_space_path(method_name: str) -> Path:
-    """``search_spaces/<method>.yaml`` in the repository (the parent of the package dir;
-    an editable install, or a Ray job's working dir, has it)."""
-    return Path(raydp_synth.__file__).resolve().parent.parent / "search_spaces" / f"{method_name}.yaml"
-
-
 def load_search_space(
     path: str | Path | None, method_name: str, data: DataInfo
 ) -> SearchSpace:
     """Read, validate and fit to ``data`` the search space of ``method_name``.
 
     Args:
-        path: a YAML file, or None for the packaged ``search_spaces/<method>.yaml``.
+        path: a YAML file, or None for the method's packaged default
+            (:meth:`~raydp_synth.methods.base.Method.search_space_file`).
         method_name: the registered method the study tunes.
         data: public facts of the training split (image size, channels, classes, n).
 
@@ -434,7 +431,7 @@ def load_search_space(
     """
     method = get_method(method_name)
     if path is None:
-        file = default_search_space_path(method_name)
+        file: Path | Traversable = method.search_space_file()
         if not file.is_file():
             raise ConfigError(
                 f"no packaged search space for method {method_name!r} (looked for {file}); "
@@ -446,15 +443,16 @@ def load_search_space(
             raise ConfigError(f"search space file {file} not found")
         if not file.is_file():
             raise ConfigError(f"search space {file} is not a file")
+    source = Path(str(file))
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{file}: cannot read the search space: {_one_line(str(e))}") from None
+        raise ConfigError(f"{source}: cannot read the search space: {_one_line(str(e))}") from None
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{file}: not valid YAML: {_yaml_problem(e)}") from None
-    return parse_search_space(raw, method=method, data=data, source=file)
+        raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(e)}") from None
+    return parse_search_space(raw, method=method, data=data, source=source)
 
 
 def parse_search_space(

@@ -56,7 +56,8 @@ class StudyRequest:
         distribution: random-stopping's trial-count law (poisson, geometric,
             logarithmic, tnb:ETA).
         sampler: Optuna sampler (``tpe`` adaptive, ``random`` non-adaptive).
-        search_space: YAML file (None: ``search_spaces/<method>.yaml``).
+        search_space: YAML file (None: the method's packaged default,
+            :meth:`~raydp_synth.methods.base.Method.search_space_file`).
         max_concurrent: trials at once.
         workers_per_trial: Ray Train workers per trial.
         use_gpu: one GPU per worker.
