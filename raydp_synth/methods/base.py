@@ -10,7 +10,11 @@ tuner, accountant) only talks to this interface. A method knows
   privacy plan (:meth:`Method.plan`);
 * how to run its DP loop on one Ray Train worker (:meth:`Method.train`), reporting
   only the metric keys on its :attr:`Method.metric_allowlist`;
-* how to rebuild its generator from a checkpoint (:meth:`Method.build_generator`).
+* how to rebuild its generator from a checkpoint (:meth:`Method.build_generator`);
+* what a study tries by default: its search space, a YAML file of the method's own
+  package (:attr:`Method.search_space_resource`, :meth:`Method.search_space_file`);
+* whether it needs data declared public (:attr:`Method.requires_public`) and the
+  settings of a quick run (:attr:`Method.smoke_settings`).
 
 Contract: ``plan`` reads no sensitive data. ``train`` reads sensitive records only
 as :class:`~raydp_synth.privacy.records.RecordBatch` objects drawn from
@@ -29,6 +33,8 @@ release in the plan.
 
 from __future__ import annotations
 
+import importlib.resources
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -42,6 +48,8 @@ from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 from raydp_synth.privacy.selection_score import with_score_mechanism
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     from raydp_synth.runtime.context import WorkerContext
 
 __all__ = ["Method"]
@@ -59,6 +67,27 @@ class Method(ABC):
     #: Synthetic images an evaluation draws by default: (final figures, each
     #: checkpoint of the curve). Sampling cost differs a lot between methods.
     evaluation_samples: ClassVar[tuple[int, int]] = (10_000, 2_000)
+    #: Whether the method needs data declared public (``--public``, or its
+    #: ``default_public`` declaration): ``make_config`` refuses data without any.
+    requires_public: ClassVar[bool] = False
+    #: Settings of a quick run, for tests and smoke runs: every mechanism of the plan
+    #: releases a few times on a couple of hundred records, in seconds on a CPU. Not a
+    #: recommended configuration.
+    smoke_settings: ClassVar[Mapping[str, Any]] = {}
+    #: The method's default search space, what a study tries when the user gives no
+    #: ``--search-space``: a YAML file in the method's package, shipped as package data
+    #: (:mod:`raydp_synth.tune.search_space` documents the format).
+    search_space_resource: ClassVar[str] = "search_space.yaml"
+
+    def search_space_file(self) -> Traversable:
+        """The default search space file: :attr:`search_space_resource` in the package
+        that defines the method's class, read through :mod:`importlib.resources` (so it
+        is found in an installed wheel as in a checkout). It may not exist: a method
+        need not ship one."""
+        package = sys.modules[type(self).__module__].__package__
+        if not package:
+            raise TypeError(f"{type(self).__name__} is not defined in a package")
+        return importlib.resources.files(package).joinpath(self.search_space_resource)
 
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> Any:
         """A validated config from user values (``--set``, search space) and defaults;

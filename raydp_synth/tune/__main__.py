@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sampler", default=None, choices=("tpe", "random"),
                         help="Optuna sampler (default tpe; random for --selection random-stopping)")
     parser.add_argument("--search-space", type=Path, default=None,
-                        help="YAML search space (default search_spaces/METHOD.yaml)")
+                        help="YAML search space (default: the method's own, see "
+                        "search_spaces/README.md)")
     parser.add_argument("--max-concurrent", type=int, default=1, help="trials at once (default 1)")
     parser.add_argument("--workers-per-trial", type=int, default=1,
                         help="Ray Train workers per trial (default 1)")

@@ -23,7 +23,7 @@ import math
 import os
 import secrets
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +31,12 @@ from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
+from raydp_synth.tune.study_settings import StudySettings
 
 if TYPE_CHECKING:
+    from raydp_synth.data import DataInfo
+    from raydp_synth.methods.base import Method
+    from raydp_synth.privacy.plan import PrivacyPlan
     from raydp_synth.tune.search_space import SearchSpace
 
 __all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "first_points", "optuna_search",
@@ -57,7 +61,8 @@ class StudyRequest:
         distribution: random-stopping's trial-count law (poisson, geometric,
             logarithmic, tnb:ETA).
         sampler: Optuna sampler (``tpe`` adaptive, ``random`` non-adaptive).
-        search_space: YAML file (None: ``search_spaces/<method>.yaml``).
+        search_space: YAML file (None: the method's packaged default,
+            :meth:`~raydp_synth.methods.base.Method.search_space_file`).
         max_concurrent: trials at once.
         workers_per_trial: Ray Train workers per trial.
         use_gpu: one GPU per worker.
@@ -152,35 +157,115 @@ def run_study(request: StudyRequest) -> StudyResult:
 
 
 def _run_study(request: StudyRequest) -> StudyResult:
-    from dataclasses import replace
+    """The study's steps, in this order: everything public is settled and checked
+    before Ray starts; the accountant exists before any trial; the searcher (and
+    random stopping's secret sampler seed) is built last."""
+    request = _with_absolute_paths(request)
+    prepared = _prepare(request)
+    import ray
 
-    from raydp_synth.privacy.accounting import parse_distribution
+    from raydp_synth.runtime.ray_session import ensure_ray
+    from raydp_synth.runtime.resources import check_gpus
+
+    total_cpus = ensure_ray()
+    check_gpus(use_gpu=request.use_gpu, gpus_per_trial=request.workers_per_trial,
+               cluster_gpus=ray.cluster_resources().get("GPU", 0))
+    accountant = _start_accountant(request, prepared)
+    settings = _study_settings(request, prepared, total_cpus=total_cpus)
+    tuner = _tuner(request, prepared, settings, accountant)
+    print(f"[raydp_synth] study {prepared.name}: {prepared.method.name} on {request.dataset}, "
+          f"epsilon={request.epsilon:g} delta={request.delta:g} for the whole search "
+          f"({request.selection}, "
+          f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)")
+    if tuner is not None:
+        tuner.fit()
+    ledger_error = ray.get(accountant.status.remote())["ledger_error"]
+    if ledger_error is not None:  # the accountant failed closed; the study is interrupted
+        raise LedgerError(f"study {prepared.name} stopped: {ledger_error}")
+    result = _release_best(request, prepared.study_dir, accountant, prepared.name)
+    # The study is over: its detached accountant goes (a --resume rebuilds it from
+    # the ledger). An interrupted study keeps it, for the resume.
+    ray.kill(accountant, no_restart=True)
+    return result
+
+
+@dataclass(frozen=True, kw_only=True)
+class _PreparedStudy:
+    """What the driver settles before Ray starts, from the request and public facts.
+
+    Attributes:
+        name: the study's name; study_dir: its directory (absolute).
+        method: the method tuned.
+        data: public facts of the training split.
+        public: the effective public-data declaration, or None.
+        space: the search space, fitted to ``data``.
+        default: the method's default config with the space's fixed values: random
+            stopping's reference plan, and compose's first trial.
+        reference: random stopping's reference plan E_ref; None under compose.
+        score_share: the selection score's budget fraction (0: public validation).
+    """
+
+    name: str
+    study_dir: Path
+    method: Method
+    data: DataInfo
+    public: str | None
+    space: SearchSpace
+    default: Any
+    reference: PrivacyPlan | None
+    score_share: float
+
+
+def _with_absolute_paths(request: StudyRequest) -> StudyRequest:
+    """Trials run in Ray workers, not in the user's working directory."""
     from raydp_synth.train.driver import with_absolute_paths
 
-    # Trials run in Ray workers, not in the user's working directory.
     request = with_absolute_paths(request)
     if request.search_space is not None:
         request = replace(request, search_space=Path(request.search_space).expanduser().resolve())
-    from raydp_synth.data import load_training_data
+    return request
+
+
+def _prepare(request: StudyRequest) -> _PreparedStudy:
+    """Load the data's public facts and the search space, check the study directory
+    and the public validation data, and price random stopping's reference plan."""
+    from raydp_synth.data import data_info, load_training_data
+    from raydp_synth.data.public import effective_public
     from raydp_synth.methods import get_method
-    from raydp_synth.privacy.accounting import validate_delta
-    from raydp_synth.privacy.events import event_to_json
+    from raydp_synth.privacy.accounting import parse_distribution, validate_delta
     from raydp_synth.tune.planning import reference_plan
     from raydp_synth.tune.search_space import load_search_space
 
     method = get_method(request.method)
     shape = parse_distribution(request.distribution)
-    from raydp_synth.data import data_info
-    from raydp_synth.data.public import effective_public
-
     declared = effective_public(method, request.dataset, request.public)
     splits, public = load_training_data(request.dataset, public=declared, seed=request.seed)
-    train = splits.train
-    data = data_info(train, public)
+    data = data_info(splits.train, public)
     validate_delta(request.delta, dataset_size=data.num_records)
     space = load_search_space(request.search_space, method.name, data)
     name = request.name or f"{method.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     study_dir = (request.storage / name).resolve()
+    _check_study_dir(request, study_dir)
+    if request.public_validation:
+        from raydp_synth.data.public import public_records
+
+        public_records(request.public_validation, like=splits.train, seed=request.seed)  # validates
+    score_share = 0.0 if request.public_validation else request.score_share
+    default = method.make_config({**space.fixed, "seed": request.seed}, data)
+    reference = None
+    if request.selection == "random-stopping":
+        reference = reference_plan(method, default, data, budget_epsilon=request.epsilon,
+                                   delta=request.delta, mean_trials=float(request.trials),
+                                   shape=shape, score_share=score_share)
+    for note in space.notes:
+        print(f"[raydp_synth] search space: {note}")
+    return _PreparedStudy(name=name, study_dir=study_dir, method=method, data=data,
+                          public=declared, space=space, default=default, reference=reference,
+                          score_share=score_share)
+
+
+def _check_study_dir(request: StudyRequest, study_dir: Path) -> None:
+    """A new study needs an empty (or no) folder; ``--resume`` needs a study there."""
     blocking = next((p for p in (study_dir, *study_dir.parents) if p.exists()), None)
     if blocking is not None and not blocking.is_dir():
         raise ConfigError(f"--storage {request.storage}: {blocking} is a file, not a folder; "
@@ -191,44 +276,20 @@ def _run_study(request: StudyRequest) -> StudyResult:
     elif study_dir.exists() and any(study_dir.iterdir()):
         raise ConfigError(f"study {study_dir} already exists; pass --resume to continue it "
                           "or choose a new --name")
-    if request.public_validation:
-        from raydp_synth.data.public import public_records
 
-        public_records(request.public_validation, like=train, seed=request.seed)  # validates
-    score_share = 0.0 if request.public_validation else request.score_share
 
-    # The method's defaults with the space's fixed values: random stopping's reference
-    # plan, and compose's first trial.
-    default = method.make_config({**space.fixed, "seed": request.seed}, data)
-    reference = None
-    if request.selection == "random-stopping":
-        reference = reference_plan(method, default, data, budget_epsilon=request.epsilon,
-                                   delta=request.delta, mean_trials=float(request.trials),
-                                   shape=shape, score_share=score_share)
-    for note in space.notes:
-        print(f"[raydp_synth] search space: {note}")
-
-    from raydp_synth.runtime.ray_session import ensure_ray
-    from raydp_synth.runtime.resources import largest_node_cpus, worker_cpu_share
-
-    total_cpus = ensure_ray()
+def _start_accountant(request: StudyRequest, prepared: _PreparedStudy) -> Any:
+    """The study's accountant actor (created, or rebuilt from the ledger), checked
+    against the ledger's settings; a new study also writes ``study.json``."""
     import ray
 
-    from raydp_synth.runtime.resources import check_gpus
-
-    check_gpus(use_gpu=request.use_gpu, gpus_per_trial=request.workers_per_trial,
-               cluster_gpus=ray.cluster_resources().get("GPU", 0))
-    from ray import tune
-    from ray.tune.schedulers import FIFOScheduler
-    from ray.tune.search import ConcurrencyLimiter
-
     from raydp_synth.accountant import get_or_create_accountant
-    from raydp_synth.tune.searcher import BudgetAwareSearch
-    from raydp_synth.tune.trial import run_trial
+    from raydp_synth.privacy.events import event_to_json
 
+    study_dir, reference = prepared.study_dir, prepared.reference
     _owner_only_dir(study_dir)
     accountant = get_or_create_accountant(
-        str(study_dir), name, epsilon=request.epsilon, delta=request.delta,
+        str(study_dir), prepared.name, epsilon=request.epsilon, delta=request.delta,
         mode=request.selection, trials=request.trials, distribution=request.distribution,
         reference_event=event_to_json(reference.event()) if reference is not None else None,
     )
@@ -236,65 +297,87 @@ def _run_study(request: StudyRequest) -> StudyResult:
     if not request.resume:
         (study_dir / "study.json").write_text(json.dumps({
             "request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()},
-            "data_info": data.__dict__, "search_space": str(space.path), "public": declared,
+            "data_info": prepared.data.__dict__, "search_space": str(prepared.space.path),
+            "public": prepared.public,
             "reference_plan": reference.to_dict() if reference is not None else None,
         }, indent=2))
-    concurrent = request.max_concurrent
+    return accountant
+
+
+def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
+                    total_cpus: float) -> StudySettings:
+    """What every trial reads from the study (built once, shared by every trial)."""
+    from raydp_synth.runtime.resources import largest_node_cpus, worker_cpu_share
+
     cpus_per_worker = worker_cpu_share(total_cpus=total_cpus, largest_node=largest_node_cpus(),
-                                       workers=request.workers_per_trial, concurrent=concurrent,
+                                       workers=request.workers_per_trial,
+                                       concurrent=request.max_concurrent,
                                        driver_cpus=TRIAL_DRIVER_CPUS)
-    payload = {
-        "name": name, "study_dir": str(study_dir), "method": method.name,
-        "data_info": data.__dict__, "dataset": request.dataset, "seed": request.seed,
-        "public": declared,
-        "epsilon": request.epsilon, "delta": request.delta, "selection": request.selection,
-        "trials": request.trials, "space": space, "workers": request.workers_per_trial,
-        "use_gpu": request.use_gpu, "cpus_per_worker": cpus_per_worker,
-        "score_share": score_share, "score_classifier": request.score_classifier,
-        "public_validation": request.public_validation,
-        "reference_event": event_to_json(reference.event()) if reference is not None else None,
-    }
+    reference = prepared.reference
+    return StudySettings(
+        study_name=prepared.name, study_dir=prepared.study_dir, method=prepared.method.name,
+        data=prepared.data, dataset=request.dataset, public=prepared.public, seed=request.seed,
+        epsilon=request.epsilon, delta=request.delta, selection=request.selection,
+        trials=request.trials,
+        reference_event=reference.event() if reference is not None else None,
+        space=prepared.space, workers=request.workers_per_trial, use_gpu=request.use_gpu,
+        cpus_per_worker=cpus_per_worker, score_share=prepared.score_share,
+        score_classifier=request.score_classifier, public_validation=request.public_validation,
+    )
+
+
+def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySettings,
+           accountant: Any) -> Any:
+    """Ray Tune's tuner of the study: the restored experiment on ``--resume`` if Tune
+    saved one, else a new experiment (:func:`_new_tuner`); None when no trial is left."""
+    from ray import tune
+    from ray.tune.search import ConcurrencyLimiter
+
+    from raydp_synth.tune.searcher import BudgetAwareSearch
+    from raydp_synth.tune.trial import run_trial
+
     # Per-epoch reports carry the training metrics; the score comes with the last one.
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
-    trainable = tune.with_resources(tune.with_parameters(run_trial, study=payload),
+    trainable = tune.with_resources(tune.with_parameters(run_trial, study=settings),
                                     {"CPU": TRIAL_DRIVER_CPUS})
-    searcher = ConcurrencyLimiter(BudgetAwareSearch(optuna_search(request, space, default), name),
-                                  max_concurrent=concurrent)
+    searcher = ConcurrencyLimiter(
+        BudgetAwareSearch(optuna_search(request, prepared.space, prepared.default), prepared.name),
+        max_concurrent=request.max_concurrent)
+    tuner = _restored_tuner(prepared.study_dir, trainable) if request.resume else None
+    if tuner is not None:
+        return tuner
+    return _new_tuner(request, prepared.study_dir, trainable, searcher, accountant)
+
+
+def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any, searcher: Any,
+               accountant: Any) -> Any:
+    """A new Tune experiment of the study: for a new study, or a resume whose Tune
+    experiment cannot be restored (killed before Tune saved it), on the same ledger,
+    with the trials the ledger has not granted yet; None when that is none. The
+    release considers every finished trial of the study, whatever experiment it ran in.
+    """
+    import ray
+    from ray import tune
+    from ray.tune.schedulers import FIFOScheduler
+
     # compose: at most N_max trials. random-stopping: exactly K (secret, in the
     # accountant) trials: no cap (a cap would run min(K, cap), which the theorem does
     # not cover); the searcher finishes when the accountant can grant no more.
     num_samples = request.trials if request.selection == "compose" else -1
-    tuner = _restored_tuner(study_dir, trainable) if request.resume else None
-    if tuner is None:
-        # A new study, or a resume whose Tune experiment cannot be restored (killed
-        # before Tune saved it): a new experiment on the same ledger, with the trials
-        # the ledger has not granted yet. The release considers every finished trial
-        # of the study, whatever experiment it ran in.
-        previous = [p for p in study_dir.glob("tune*") if p.is_dir()]
-        experiment = "tune" if not previous else f"tune-resume-{len(previous)}"
-        if request.resume and request.selection == "compose":
-            granted = len(ray.get(accountant.granted_events.remote()))
-            num_samples = max(0, request.trials - granted)
-        tuner = tune.Tuner(
-            trainable,
-            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
-                                        num_samples=num_samples),
-            run_config=tune.RunConfig(name=experiment, storage_path=str(study_dir),
-                                      failure_config=tune.FailureConfig(max_failures=0)),
-        ) if num_samples != 0 else None
-    print(f"[raydp_synth] study {name}: {method.name} on {request.dataset}, epsilon={request.epsilon:g} "
-          f"delta={request.delta:g} for the whole search ({request.selection}, "
-          f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)")
-    if tuner is not None:
-        tuner.fit()
-    ledger_error = ray.get(accountant.status.remote())["ledger_error"]
-    if ledger_error is not None:  # the accountant failed closed; the study is interrupted
-        raise LedgerError(f"study {name} stopped: {ledger_error}")
-    result = _release_best(request, study_dir, accountant, name)
-    # The study is over: its detached accountant goes (a --resume rebuilds it from
-    # the ledger). An interrupted study keeps it, for the resume.
-    ray.kill(accountant, no_restart=True)
-    return result
+    previous = [p for p in study_dir.glob("tune*") if p.is_dir()]
+    experiment = "tune" if not previous else f"tune-resume-{len(previous)}"
+    if request.resume and request.selection == "compose":
+        granted = len(ray.get(accountant.granted_events.remote()))
+        num_samples = max(0, request.trials - granted)
+    if num_samples == 0:
+        return None
+    return tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
+                                    num_samples=num_samples),
+        run_config=tune.RunConfig(name=experiment, storage_path=str(study_dir),
+                                  failure_config=tune.FailureConfig(max_failures=0)),
+    )
 
 
 def _experiment_order(path: Path) -> int:
@@ -340,10 +423,11 @@ def optuna_search(request: StudyRequest, space: SearchSpace, default: Any) -> An
       best of at least that many), and a resume without Tune's state would re-run
       the same configurations instead of fresh draws.
       Hence the seed is kept by nothing but the sampler itself and written nowhere
-      (not in study.json, the ledger, the trials' payload, a log or a metric). Ray
-      Tune does pickle the searcher, and so the sampler's random state, into the
-      experiment directory for its own resume; that is curator-only state in the
-      owner-only study directory (like K in the ledger), never part of a release.
+      (not in study.json, the ledger, the trials' :class:`StudySettings`, a log or
+      a metric). Ray Tune does pickle the searcher, and so the sampler's random
+      state, into the experiment directory for its own resume; that is curator-only
+      state in the owner-only study directory (like K in the ledger), never part of
+      a release.
 
     Like K (drawn by the accountant, also from OS entropy), this seed depends
     neither on the data nor on ``--seed``. It is four 32-bit words, not one int:

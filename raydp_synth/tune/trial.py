@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from raydp_synth.errors import ConfigError
+from raydp_synth.tune.study_settings import StudySettings
 
 __all__ = ["TRIAL_CHECKPOINT", "TRIAL_METRICS", "run_trial"]
 
@@ -53,53 +54,52 @@ def _report_final(metrics: dict[str, Any], checkpoint_dir: str | None = None) ->
     tune.report(metrics, checkpoint=checkpoint)
 
 
-def _plan(study: dict[str, Any], method: Any, config: Any, data: Any, accountant: Any) -> Any:
+def _plan(study: StudySettings, method: Any, config: Any, accountant: Any) -> Any:
     import ray
 
     from raydp_synth.privacy.events import event_from_json
     from raydp_synth.tune.planning import plan_dominated_by, plan_for_compose
 
-    if study["selection"] == "compose":
+    if study.selection == "compose":
         granted = [event_from_json(e) for e in ray.get(accountant.granted_events.remote())]
         return plan_for_compose(
-            method, config, data, budget_epsilon=study["epsilon"], delta=study["delta"],
-            granted=granted, remaining_trials=study["trials"] - len(granted),
-            score_share=study["score_share"],
+            method, config, study.data, budget_epsilon=study.epsilon, delta=study.delta,
+            granted=granted, remaining_trials=study.trials - len(granted),
+            score_share=study.score_share,
         )
-    return plan_dominated_by(method, config, data,
-                             reference_event=event_from_json(study["reference_event"]),
-                             delta=study["delta"], score_share=study["score_share"])
+    assert study.reference_event is not None  # random stopping's (StudySettings checks)
+    return plan_dominated_by(method, config, study.data, reference_event=study.reference_event,
+                             delta=study.delta, score_share=study.score_share)
 
 
-def run_trial(config: dict[str, Any], study: dict[str, Any]) -> None:
-    """Ray Tune function trainable (``tune.with_parameters(run_trial, study=...)``)."""
+def run_trial(config: dict[str, Any], study: StudySettings) -> None:
+    """Ray Tune function trainable (``tune.with_parameters(run_trial, study=...)``):
+    ``config`` is what Tune sampled for this trial, ``study`` what every trial shares."""
     import ray
     from ray import tune
     from ray.tune.integration.ray_train import TuneReportCallback
 
     from raydp_synth.accountant import get_accountant
     from raydp_synth.config import config_to_dict
-    from raydp_synth.data import DataInfo, load_training_data
+    from raydp_synth.data import load_training_data
     from raydp_synth.evaluation.selection import score_generator
     from raydp_synth.methods import get_method
     from raydp_synth.privacy.events import event_to_json
     from raydp_synth.privacy.records import derived_seed
     from raydp_synth.release import TrainedGenerator
     from raydp_synth.train.driver import fit_on_ray_train
-    from raydp_synth.tune.search_space import SearchSpace
 
     trial_id = tune.get_context().get_trial_id()
-    space: SearchSpace = study["space"]
-    method = get_method(study["method"])
-    data = DataInfo(**study["data_info"])
+    method = get_method(study.method)
+    data = study.data
     try:
-        config = method.make_config({**space.settings_from_trial_config(config),
-                                     "seed": study["seed"]}, data)
+        config = method.make_config({**study.space.settings_from_trial_config(config),
+                                     "seed": study.seed}, data)
     except ConfigError as err:  # an invalid combination: nothing charged, nothing read
         _report_final({"score": REFUSED_SCORE, "granted": 0, "invalid": 1, "reason": str(err)})
         return
-    accountant = get_accountant(study["name"])
-    plan = _plan(study, method, config, data, accountant)
+    accountant = get_accountant(study.study_name)
+    plan = _plan(study, method, config, accountant)
     # A fresh nonce per attempt: a retried *call* gets its grant back, a rerun
     # trial (same id, new attempt) is refused.
     grant = ray.get(accountant.request.remote(trial_id, event_to_json(plan.event()),
@@ -109,16 +109,15 @@ def run_trial(config: dict[str, Any], study: dict[str, Any]) -> None:
         return
 
     dp_seed = secrets.randbits(63)  # this trial's secret DP randomness, written nowhere
-    splits, _ = load_training_data(study["dataset"], public=study.get("public"),
-                                   image_size=data.image_size, seed=study["seed"])
+    splits, _ = load_training_data(study.dataset, public=study.public,
+                                   image_size=data.image_size, seed=study.seed)
     if len(splits.train) != data.num_records:
         raise RuntimeError("the dataset changed after the study was planned")
-    trial_dir = Path(study["study_dir"]) / "trials" / trial_id
+    trial_dir = study.study_dir / "trials" / trial_id
     state, metrics = fit_on_ray_train(
-        method=method.name, config=config, data=data, plan=plan, dataset=study["dataset"],
-        data_seed=study["seed"], dp_seed=dp_seed, public=study.get("public"),
-        workers=study["workers"],
-        use_gpu=study["use_gpu"], cpus_per_worker=study["cpus_per_worker"],
+        method=method.name, config=config, data=data, plan=plan, dataset=study.dataset,
+        data_seed=study.seed, dp_seed=dp_seed, public=study.public, workers=study.workers,
+        use_gpu=study.use_gpu, cpus_per_worker=study.cpus_per_worker,
         storage=trial_dir, name="train", callbacks=[TuneReportCallback()],
     )
     generator = TrainedGenerator.build(
@@ -126,12 +125,12 @@ def run_trial(config: dict[str, Any], study: dict[str, Any]) -> None:
         class_names=splits.class_names, state_dict=state["generator"],
     )
     split = splits.val
-    if study.get("public_validation"):
+    if study.public_validation:
         from raydp_synth.data.public import public_records
 
-        split = public_records(study["public_validation"], like=splits.train, seed=study["seed"])
+        split = public_records(study.public_validation, like=splits.train, seed=study.seed)
     score = score_generator(
-        generator, split, plan=plan, classifier=study["score_classifier"], seed=study["seed"],
+        generator, split, plan=plan, classifier=study.score_classifier, seed=study.seed,
         noise_generator=torch.Generator().manual_seed(derived_seed(dp_seed, "selection_score")),
     )
     with tempfile.TemporaryDirectory() as tmp:

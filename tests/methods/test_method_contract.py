@@ -21,21 +21,11 @@ import pytest
 import torch
 
 from raydp_synth.data import DataInfo, ImageDataset, load_training_data
+from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method, method_names
 from raydp_synth.privacy.records import RecordBatch
 from tests.methods.loop_run import run_loop
 
-#: Small settings per method (a few releases of every mechanism on 240 records).
-SMALL: dict[str, dict[str, Any]] = {
-    "dpaf": {"epochs": 2, "classifier_epochs": 1, "base_width": 8, "batch_size": 24},
-    "dpwgan": {"epochs": 1, "capacity": 4, "batch_size": 24},
-    "dpgan": {"epochs": 1, "capacity": 4, "batch_size": 24},
-    "privimage-g": {"epochs": 1, "capacity": 4, "batch_size": 24, "k1": 2, "pretrain_iters": 2},
-    "privimage-d": {"epochs": 0.3, "width": 8, "multiplicity": 2, "k1": 2, "batch_size": 24,
-                    "pretrain_iters": 2},
-}
-# Methods that need declared public data are run with some.
-NEEDS_PUBLIC = {"privimage-g", "privimage-d"}
 # Extra configurations whose mechanisms compute differently (each gets the test too).
 VARIANTS: dict[str, list[dict[str, Any]]] = {
     "dpaf": [{"aggregation": "batch"}, {"aggregation": "class", "layer_split": "C1-C1-C1",
@@ -45,9 +35,11 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
 PUBLIC_VARIANTS: dict[str, list[dict[str, Any]]] = {
     "dpgan": [{"groups": 4, "adaptive_clip": True, "warm_start_iters": 2}],
 }
-CASES = ([(name, {**SMALL.get(name, {}), **extra}, name in NEEDS_PUBLIC)
+# Each method runs with its smoke settings (a few releases of every mechanism on 240
+# records), and with declared public data if it needs some.
+CASES = ([(name, {**get_method(name).smoke_settings, **extra}, get_method(name).requires_public)
           for name in method_names() for extra in [{}, *VARIANTS.get(name, [])]]
-         + [(name, {**SMALL.get(name, {}), **extra}, True)
+         + [(name, {**get_method(name).smoke_settings, **extra}, True)
             for name in method_names() for extra in PUBLIC_VARIANTS.get(name, [])])
 FORBIDDEN = ("real_loss", "d_loss_real", "accuracy", "train_acc", "clean")
 RECORDS = 240
@@ -152,10 +144,11 @@ def test_released_generator_buffers_ignore_real_labels(name: str, digits) -> Non
     flipped = dataclasses.replace(train, labels=changed)
     buffers = []
     for split in (train, flipped):
-        pub = public if name in NEEDS_PUBLIC else None
-        info = _info(split, pub)
         method = get_method(name)
-        config = method.make_config({**SMALL[name], **NO_G_STEP[name], "batch_size": 120}, info)
+        pub = public if method.requires_public else None
+        info = _info(split, pub)
+        config = method.make_config({**method.smoke_settings, **NO_G_STEP[name],
+                                     "batch_size": 120}, info)
         plan = method.plan(config, epsilon=3.0, delta=1e-5, data=info)
         _, states = run_loop(method, config, plan, info, split, pub)
         generator = states[-1]["generator"]
@@ -164,6 +157,24 @@ def test_released_generator_buffers_ignore_real_labels(name: str, digits) -> Non
         buffers.append(named)
     for key in buffers[0]:
         assert torch.equal(buffers[0][key], buffers[1][key]), key
+
+
+@pytest.mark.parametrize("name", method_names())
+def test_requires_public_says_whether_the_method_refuses_data_without_public_records(
+        name: str, digits) -> None:
+    """``requires_public`` is what ``make_config`` does: a method that needs declared
+    public data refuses data without any (one line naming ``--public``); any other
+    builds its smoke config from the private data alone."""
+    train, public = digits
+    method = get_method(name)
+    assert method.smoke_settings, f"{name} has no smoke settings"
+    method.make_config(method.smoke_settings, _info(train, public))
+    if method.requires_public:
+        with pytest.raises(ConfigError, match="--public") as err:
+            method.make_config(method.smoke_settings, _info(train, None))
+        assert "\n" not in str(err.value)
+    else:
+        method.make_config(method.smoke_settings, _info(train, None))
 
 
 @pytest.mark.parametrize("name", method_names())

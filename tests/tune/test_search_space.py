@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import fnmatch
 import pickle
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +13,14 @@ import optuna
 import pytest
 import yaml
 
+import raydp_synth.methods.dpaf
 from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods import get_method
+from raydp_synth.methods import get_method, method_names
 from raydp_synth.tune.search_space import (
     CategoricalParam,
     SearchSpace,
     WeightsParam,
-    default_search_space_path,
     is_adaptive,
     load_search_space,
     make_sampler,
@@ -26,7 +28,10 @@ from raydp_synth.tune.search_space import (
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
+REPO = Path(__file__).resolve().parents[2]
 DIGITS = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
+PUBLIC_DIGITS = DataInfo(num_records=1038, image_size=16, channels=1, num_classes=10,
+                         public_records=404)
 DPAF = get_method("dpaf")
 
 # A small valid space; each schema test below breaks one thing in it.
@@ -65,7 +70,8 @@ def settings_of(space: SearchSpace, trial: optuna.Trial) -> dict[str, Any]:
 def test_packaged_dpaf_space_loads_for_digits() -> None:
     space = load_search_space(None, "dpaf", DIGITS)
     assert space.method == "dpaf"
-    assert space.path == default_search_space_path("dpaf")
+    assert space.path == Path(str(DPAF.search_space_file()))
+    assert space.path == Path(raydp_synth.methods.dpaf.__file__).with_name("search_space.yaml")
     split = space.params["layer_split"]
     assert isinstance(split, CategoricalParam)
     assert split.choices == ("C2-C1-x", "C1-C1-x", "C1-C2-x", "C1-C1-C1")
@@ -98,10 +104,49 @@ def test_packaged_space_filters_layer_splits_by_image_size(size, kept, dropped) 
 
 
 def test_explicit_path_equals_the_default(tmp_path: Path) -> None:
-    copied = write(tmp_path, default_search_space_path("dpaf").read_text())
+    copied = write(tmp_path, DPAF.search_space_file().read_text())
     a, b = load_search_space(copied, "dpaf", DIGITS), load_search_space(None, "dpaf", DIGITS)
     assert (a.params, a.fixed, a.notes) == (b.params, b.fixed, b.notes)
     assert a.path == copied
+
+
+@pytest.mark.parametrize("method", method_names())
+def test_every_method_ships_its_default_space_as_package_data(method: str) -> None:
+    """The default lives in the method's own package, is package data (pyproject), is
+    the one a study loads without a file, and search_spaces/README.md points to it."""
+    tomllib = pytest.importorskip("tomllib")
+    m = get_method(method)
+    file = Path(str(m.search_space_file()))
+    package_dir = Path(sys.modules[type(m).__module__].__file__).parent
+    assert file.parent == package_dir and file.is_file()
+    package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]
+    assert any(fnmatch.fnmatch(file.name, pattern) for pattern in package_data["*"])
+    data = PUBLIC_DIGITS if m.requires_public else DIGITS
+    space = load_search_space(None, method, data)
+    assert space.method == method and space.path == file
+    readme = (REPO / "search_spaces" / "README.md").read_text()
+    assert f"| `{method}` | `{file.relative_to(REPO)}` |" in readme
+
+
+def test_search_spaces_folder_holds_examples_not_copies_of_the_defaults() -> None:
+    """search_spaces/ is for the user's own spaces: its worked example loads, and no
+    file there repeats a method's default."""
+    files = sorted((REPO / "search_spaces").glob("*.yaml"))
+    assert [f.name for f in files] == ["example-dpaf-narrow.yaml"]
+    defaults = {get_method(n).search_space_file().read_text() for n in method_names()}
+    for file in files:
+        assert file.read_text() not in defaults
+        space = load_search_space(file, yaml.safe_load(file.read_text())["method"], DIGITS)
+        assert space.path == file and space.notes == ()
+        default = load_search_space(None, space.method, DIGITS)
+        assert (space.params, space.fixed) != (default.params, default.fixed)
+    example = load_search_space(files[0], "dpaf", DIGITS)
+    assert {type(p).__name__ for p in example.params.values()} == {
+        "IntParam", "FloatParam", "CategoricalParam", "WeightsParam"}
+    study = optuna.create_study(sampler=make_sampler("random", 0))
+    for _ in range(5):
+        DPAF.schedule(DPAF.make_config(settings_of(example, study.ask()), DIGITS), DIGITS)
 
 
 # ------------------------------------------------------------------------ sampling
@@ -205,11 +250,8 @@ def test_ray_tune_optuna_search_suggests_a_config() -> None:
 
 # ------------------------------------------------------------- the default goes first
 
-PUBLIC_DIGITS = DataInfo(num_records=1038, image_size=16, channels=1, num_classes=10,
-                         public_records=404)
 
-
-@pytest.mark.parametrize("method", ["dpaf", "dpgan", "dpwgan", "privimage-g", "privimage-d"])
+@pytest.mark.parametrize("method", method_names())
 def test_a_compose_study_runs_the_methods_default_config_first(method: str) -> None:
     """Every packaged space holds its method's defaults: trial 1 is the default run
     (with the space's fixed values), through Ray Tune's OptunaSearch."""
@@ -218,8 +260,9 @@ def test_a_compose_study_runs_the_methods_default_config_first(method: str) -> N
     from raydp_synth.config import config_to_dict
     from raydp_synth.tune.study import StudyRequest, first_points
 
-    data = PUBLIC_DIGITS if method.startswith("privimage") else DIGITS
-    m, space = get_method(method), load_search_space(None, method, data)
+    m = get_method(method)
+    data = PUBLIC_DIGITS if m.requires_public else DIGITS
+    space = load_search_space(None, method, data)
     default_config = m.make_config({**space.fixed, "seed": 0}, data)
     points = first_points(StudyRequest(method=method, epsilon=10.0, delta=1e-5), space,
                           default_config)
@@ -374,7 +417,7 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 
 
 def test_yaml_float_without_dot_is_accepted(tmp_path: Path) -> None:
-    text = default_search_space_path("dpaf").read_text().replace("1.0e-4", "1e-4")
+    text = DPAF.search_space_file().read_text().replace("1.0e-4", "1e-4")
     assert "low: 1e-4" in text
     space = load(tmp_path, text)
     assert space.params["lr_d"].low == 1e-4

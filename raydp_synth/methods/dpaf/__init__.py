@@ -25,6 +25,7 @@ class DPAF(Method):
     name = "dpaf"
     config_class = DPAFConfig
     metric_allowlist = METRIC_ALLOWLIST
+    smoke_settings = {"epochs": 2, "classifier_epochs": 1, "base_width": 8, "batch_size": 24}
 
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> DPAFConfig:
         config: DPAFConfig = super().make_config(values, data)

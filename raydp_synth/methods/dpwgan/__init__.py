@@ -31,6 +31,7 @@ class DPWGAN(Method):
     name = "dpwgan"
     config_class = DPWGANConfig
     metric_allowlist = METRIC_ALLOWLIST
+    smoke_settings = {"epochs": 1, "capacity": 4, "batch_size": 24}
 
     def schedule(self, config: DPWGANConfig, data: DataInfo) -> list[MechanismSpec]:
         q = batch_sample_rate(config.batch_size, data.num_records)

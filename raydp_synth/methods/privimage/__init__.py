@@ -124,6 +124,7 @@ class _PrivImage(Method):
     """What both variants share: public data is required (or the documented default)."""
 
     default_public = DEFAULT_PUBLIC
+    requires_public = True
 
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> Any:
         if data.public_records == 0:
@@ -139,6 +140,8 @@ class PrivImageG(_PrivImage):
     config_class = PrivImageGConfig
     #: dpGAN's keys (the fine-tuning loop is dpGAN's); ``clip_bound`` is the fixed clip.
     metric_allowlist = METRIC_ALLOWLIST
+    smoke_settings = {"epochs": 1, "capacity": 4, "batch_size": 24, "k1": 2, "pretrain_iters": 2}
+    search_space_resource = "search_space_g.yaml"
 
     def schedule(self, config: PrivImageGConfig, data: DataInfo) -> list[MechanismSpec]:
         (critic,) = _DPGAN.schedule(config.fine_tuning(), data)
@@ -166,6 +169,9 @@ class PrivImageD(_PrivImage):
     metric_allowlist = DIFFUSION_METRICS
     # 50-step DDIM: 10,000 samples took ~20 min of a study's evaluation on 2 cores.
     evaluation_samples = (2_000, 500)
+    smoke_settings = {"epochs": 0.3, "width": 8, "multiplicity": 2, "k1": 2, "batch_size": 24,
+                      "pretrain_iters": 2}
+    search_space_resource = "search_space_d.yaml"
 
     def schedule(self, config: PrivImageDConfig, data: DataInfo) -> list[MechanismSpec]:
         q = batch_sample_rate(config.batch_size, data.num_records)

@@ -1,0 +1,54 @@
+"""The Optuna samplers a study may use, and whether each adapts to earlier scores."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import optuna
+
+from raydp_synth.errors import ConfigError
+
+__all__ = ["SAMPLER_KINDS", "is_adaptive", "make_sampler"]
+
+SAMPLER_KINDS = ("tpe", "random")
+
+
+def make_sampler(
+    kind: str, seed: int | Sequence[int], *, n_startup_trials: int | None = None
+) -> optuna.samplers.BaseSampler:
+    """The Optuna sampler of a study: ``"tpe"`` (adaptive) or ``"random"``.
+
+    Args:
+        kind: one of :data:`SAMPLER_KINDS`.
+        seed: the sampler's seed (a seeded sampler draws the same sequence of trials):
+            an int below 2**32 or a list of such words (NumPy's ``RandomState`` seeds).
+            Public under compose; random stopping needs a secret one, drawn from OS
+            entropy and written nowhere (:func:`raydp_synth.tune.study.optuna_search`
+            builds the study's sampler and states why).
+        n_startup_trials: TPE only: random trials before TPE starts modelling (Optuna's
+            default is 10, so a study of 10 trials or fewer is a random search).
+
+    Raises:
+        ConfigError: unknown kind.
+    """
+    if kind == "tpe":
+        if n_startup_trials is None:
+            return optuna.samplers.TPESampler(seed=seed)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup_trials)
+    if kind == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise ConfigError(f"unknown sampler {kind!r}; choose one of {', '.join(SAMPLER_KINDS)}")
+
+
+def is_adaptive(kind: str) -> bool:
+    """Whether the sampler's next trial depends on earlier results.
+
+    Random stopping (Papernot and Steinke 2022) needs a non-adaptive sampler
+    (i.i.d. trials): ``random`` is not adaptive, ``tpe`` is.
+
+    Raises:
+        ConfigError: unknown kind.
+    """
+    if kind not in SAMPLER_KINDS:
+        raise ConfigError(f"unknown sampler {kind!r}; choose one of {', '.join(SAMPLER_KINDS)}")
+    return kind == "tpe"

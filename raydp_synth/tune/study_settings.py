@@ -1,0 +1,87 @@
+"""What every trial of a study reads from the study: one frozen value, built once.
+
+The study's driver builds a :class:`StudySettings` from the validated request and the
+public facts it settled (the data's :class:`~raydp_synth.methods.base.DataInfo`, the
+fitted search space, the reference plan), and Ray Tune hands the same value to every
+trial (``tune.with_parameters``). A trial's own part, the config Tune samples for it,
+travels separately.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from raydp_synth.data import DataInfo
+
+if TYPE_CHECKING:
+    import dp_accounting as dpa
+
+    from raydp_synth.tune.search_space import SearchSpace
+
+__all__ = ["StudySettings"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudySettings:
+    """The study-wide settings of every trial.
+
+    Everything here is public or curator-only, never secret: the request's settings,
+    public facts of the data, the search space and the reference plan's event (public
+    arithmetic). Random stopping's secrets (the trial count K, drawn by the
+    accountant, and the sampler's seed, held by the sampler alone) never enter it: a
+    trial learns whether it may run from the accountant's grant.
+
+    Attributes:
+        study_name: the study's name (its folder, and its accountant actor's name).
+        study_dir: the study directory (absolute; trials write under ``trials/``).
+        method: registered method name.
+        data: public facts of the training split the study planned for.
+        dataset: dataset spec, absolute paths (each trial loads it again).
+        public: the effective public-data declaration (the user's ``--public`` or
+            the method's documented default), or None.
+        seed: the public seed (data split, initialisation).
+        epsilon, delta: the total budget of the whole search.
+        selection: ``compose`` or ``random-stopping``.
+        trials: N_max (compose) or the mean number of trials (random-stopping).
+        reference_event: random stopping's reference plan E_ref, which every trial's
+            plan must be dominated by; None under compose.
+        space: the search space, fitted to ``data``.
+        workers: Ray Train workers per trial.
+        use_gpu: one GPU per worker.
+        cpus_per_worker: CPUs each Ray Train worker asks for.
+        score_share: budget fraction of each trial's private selection score (0 when
+            it scores on public validation data).
+        score_classifier: classifier trained on synthetic data for the score.
+        public_validation: a dataset declared public to score on, or None.
+    """
+
+    study_name: str
+    study_dir: Path
+    method: str
+    data: DataInfo
+    dataset: str
+    public: str | None
+    seed: int
+    epsilon: float
+    delta: float
+    selection: str
+    trials: int
+    reference_event: dpa.DpEvent | None
+    space: SearchSpace
+    workers: int
+    use_gpu: bool
+    cpus_per_worker: float
+    score_share: float
+    score_classifier: str
+    public_validation: str | None
+
+    def __post_init__(self) -> None:
+        if not self.study_dir.is_absolute():
+            raise ValueError(f"study_dir={self.study_dir} must be absolute (trials run elsewhere)")
+        if (self.selection == "random-stopping") != (self.reference_event is not None):
+            raise ValueError(
+                f"selection={self.selection!r} needs a reference event exactly under "
+                "random-stopping"
+            )

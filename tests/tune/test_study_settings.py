@@ -1,0 +1,56 @@
+"""StudySettings: the one frozen value every trial of a study reads (no Ray needed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raydp_synth.data import DataInfo
+from raydp_synth.methods import get_method
+from raydp_synth.tune.planning import reference_plan
+from raydp_synth.tune.search_space import load_search_space
+from raydp_synth.tune.study_settings import StudySettings
+
+DIGITS = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
+
+
+def _settings(tmp_path: Path, **changes: Any) -> StudySettings:
+    values: dict[str, Any] = dict(
+        study_name="s", study_dir=tmp_path / "s", method="dpaf", data=DIGITS,
+        dataset="digits", public=None, seed=0, epsilon=5.0, delta=1e-5, selection="compose",
+        trials=3, reference_event=None, space=load_search_space(None, "dpaf", DIGITS),
+        workers=1, use_gpu=False, cpus_per_worker=1.0, score_share=0.2,
+        score_classifier="logreg", public_validation=None,
+    )
+    return StudySettings(**{**values, **changes})
+
+
+def _reference_event() -> Any:
+    dpaf = get_method("dpaf")
+    return reference_plan(dpaf, dpaf.make_config({}, DIGITS), DIGITS, budget_epsilon=5.0,
+                          delta=1e-5, mean_trials=3.0, shape=1.0, score_share=0.2).event()
+
+
+def test_settings_are_frozen_and_travel_to_trials_unchanged(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, selection="random-stopping", reference_event=_reference_event())
+    assert pickle.loads(pickle.dumps(settings)) == settings  # what tune.with_parameters ships
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.epsilon = 10.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("selection", "with_reference"),
+                         [("compose", True), ("random-stopping", False)])
+def test_a_reference_event_comes_exactly_with_random_stopping(
+        tmp_path: Path, selection: str, with_reference: bool) -> None:
+    with pytest.raises(ValueError, match="reference event"):
+        _settings(tmp_path, selection=selection,
+                  reference_event=_reference_event() if with_reference else None)
+
+
+def test_the_study_dir_is_absolute(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="absolute"):
+        _settings(tmp_path, study_dir=Path("studies/s"))
