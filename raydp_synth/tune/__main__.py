@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from raydp_synth.cli import run_cli
+from raydp_synth.cli import add_data_arguments, add_release_arguments, release_overrides, run_cli
 
 __all__ = ["main"]
 
@@ -41,13 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-concurrent", type=int, default=1, help="trials at once (default 1)")
     parser.add_argument("--workers-per-trial", type=int, default=1,
                         help="Ray Train workers per trial (default 1)")
-    parser.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
-    parser.add_argument("--dataset", default="digits",
-                        help="digits (default, embedded) | idx:DIR | folder:DIR | parquet:URI")
-    parser.add_argument("--num-classes", type=int, default=None, metavar="K",
-                        help="the dataset's class count, labels 0..K-1 (needed for IDX files "
-                        "and Parquet without class metadata; must agree with a dataset's own "
-                        "declaration); a class may have no record")
     parser.add_argument("--storage", type=Path, default=Path("studies"),
                         help="parent folder of study directories (default ./studies)")
     parser.add_argument("--name", default=None, help="study name (default METHOD-TIME)")
@@ -55,20 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0,
                         help="public seed (split, initialisation; the sampler under compose: "
                         "random stopping's sampler seed is secret, from OS entropy)")
-    parser.add_argument("--synthetic-samples", type=int, default=None, metavar="N",
-                        help="rows of release/synthetic.parquet (default 10000)")
-    parser.add_argument("--score-share", type=float, default=None,
-                        help="budget fraction of each trial's private selection score (default 0.2)")
-    parser.add_argument("--score-classifier", default=None, choices=("logreg", "mlp", "cnn"),
-                        help="classifier trained on synthetic data for the score (default logreg)")
-    parser.add_argument("--public", default=None, metavar="DATASET[:fraction=F]",
-                        help="data declared public, used without noise (dpGAN's warm start and "
-                        "clip bounds): another dataset, or a fraction of the training dataset "
-                        "taken out of it (e.g. digits:fraction=0.02)")
-    parser.add_argument("--public-validation", default=None, metavar="DATASET",
-                        help="a dataset declared public to score on at no privacy cost")
-    parser.add_argument("--no-eval", action="store_true",
-                        help="skip the curator's evaluation of the released trial")
+    add_data_arguments(parser)
+    add_release_arguments(parser)
     return parser
 
 
@@ -87,10 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu, dataset=dataset,
         storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,
         public=args.public, public_validation=args.public_validation, evaluate=not args.no_eval,
-        **({"score_share": args.score_share} if args.score_share is not None else {}),
-        **({"score_classifier": args.score_classifier} if args.score_classifier else {}),
-        **({"synthetic_samples": args.synthetic_samples}
-           if args.synthetic_samples is not None else {}),
+        **release_overrides(args),
     ))
     return 0
 
