@@ -215,11 +215,7 @@ class BudgetAccountant:
         ``event``; no epsilon sent by the trial is trusted
         (:meth:`~raydp_synth.accountant.core.StudyBudget.decide`).
 
-        Args:
-            trial_id: the trial's unique id (a non-empty string).
-            event: the trial's whole plan, ``event_to_json(plan.event())``.
-            attempt: a fresh random nonce per execution of the trial (None: the
-                caller promises a trial id is never executed twice).
+        The arguments are :meth:`~raydp_synth.accountant.core.StudyBudget.decide`'s.
 
         Returns:
             ``{"granted", "reason" (None if granted), "trial_id", "spent_epsilon"}``,
