@@ -84,7 +84,7 @@ class MechanismSpec:
     """A mechanism whose noise multiplier is still to be calibrated.
 
     Attributes:
-        name, sample_rate, num_steps, sensitivity: as in :class:`Mechanism`.
+        name, sample_rate, num_steps, sensitivity, every: as in :class:`Mechanism`.
         share: relative weight of this mechanism in the budget split (> 0).
     """
 
@@ -93,6 +93,7 @@ class MechanismSpec:
     num_steps: int
     sensitivity: float
     share: float
+    every: int = 1
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.share) and self.share > 0):
@@ -124,6 +125,7 @@ def _calibrate_one(
         sample_rate=spec.sample_rate,
         num_steps=spec.num_steps,
         sensitivity=spec.sensitivity,
+        every=spec.every,
     )
 
 
