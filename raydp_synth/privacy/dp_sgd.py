@@ -27,8 +27,10 @@ __all__ = [
     "clip_per_record",
     "clipped_sum",
     "noised_gradient",
+    "noised_release",
     "per_record_gradients",
     "private_gradient",
+    "split_by_shapes",
     "topk_per_record",
 ]
 
@@ -145,6 +147,32 @@ def private_gradient(
                            shapes=shapes)
 
 
+def noised_release(
+    summed: torch.Tensor,
+    *,
+    noise_std: float,
+    expected_batch_size: float,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """The release of a pre-noise sum (this worker's ``sum_i clip_C(g_i)``, flattened):
+    summed over workers, plus N(0, noise_std^2) once (noise_std = sigma * C), divided
+    by the expected batch size qN. Flat, identical on every worker."""
+    return noisy_sum(summed, noise_std=noise_std, generator=generator) / expected_batch_size
+
+
+def split_by_shapes(flat: torch.Tensor, shapes: Sequence[torch.Size]) -> list[torch.Tensor]:
+    """``flat`` cut into one view per shape, in order (the inverse of concatenating
+    the flattened tensors)."""
+    out, start = [], 0
+    for shape in shapes:
+        size = math.prod(shape)
+        out.append(flat[start : start + size].view(shape))
+        start += size
+    if start != flat.numel():
+        raise ValueError(f"{flat.numel()} values for shapes of {start} in all")
+    return out
+
+
 def noised_gradient(
     summed: torch.Tensor,
     *,
@@ -153,13 +181,9 @@ def noised_gradient(
     generator: torch.Generator | None,
     shapes: Sequence[torch.Size],
 ) -> list[torch.Tensor]:
-    """The release of a pre-noise sum (this worker's ``sum_i clip_C(g_i)``, flattened):
-    summed over workers, plus N(0, noise_std^2) once (noise_std = sigma * C), divided
-    by the expected batch size qN, split into one tensor per parameter shape."""
-    released = noisy_sum(summed, noise_std=noise_std, generator=generator) / expected_batch_size
-    out, start = [], 0
-    for shape in shapes:
-        size = math.prod(shape)
-        out.append(released[start : start + size].view(shape))
-        start += size
-    return out
+    """:func:`noised_release` split into one tensor per parameter shape."""
+    return split_by_shapes(
+        noised_release(summed, noise_std=noise_std, expected_batch_size=expected_batch_size,
+                       generator=generator),
+        shapes,
+    )
