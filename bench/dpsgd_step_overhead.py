@@ -24,9 +24,13 @@ from pathlib import Path
 
 import torch
 
-from raydp_synth.methods.dpgan.grouping import adaptive_groups, grouped_release, parameter_units
-from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
-from raydp_synth.methods.dpwgan.networks import Critic
+from raydp_synth.methods.components.clip_groups import (
+    adaptive_groups,
+    grouped_release,
+    parameter_units,
+)
+from raydp_synth.methods.components.gan_networks import Critic
+from raydp_synth.methods.components.pairs import critic_record_grads
 from raydp_synth.methods.privimage.diffusion import (
     DDPMSchedule,
     UNet,

@@ -29,6 +29,7 @@ from raydp_synth.privacy.accounting import (
     subsampled_gaussian_epsilon,
 )
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
+from raydp_synth.privacy.sampling import batch_sample_rate
 
 __all__ = ["MechanismSpec", "calibrate_noise_multiplier", "calibrate_plan"]
 
@@ -103,6 +104,15 @@ class MechanismSpec:
                 f"{self.name} would run {self.num_steps} steps; give it at least one step "
                 "(more epochs or a larger sample rate)"
             )
+
+    @classmethod
+    def for_epochs(cls, name: str, *, batch_size: int, epochs: float, num_records: int,
+                   sensitivity: float, share: float) -> MechanismSpec:
+        """A DP-SGD mechanism trained for ``epochs`` expected passes over
+        ``num_records`` records: Poisson rate q = B / n, ``ceil(epochs / q)`` releases."""
+        q = batch_sample_rate(batch_size, num_records)
+        return cls(name=name, sample_rate=q, num_steps=math.ceil(epochs / q),
+                   sensitivity=sensitivity, share=share)
 
 
 def _calibrate_one(

@@ -20,12 +20,15 @@ from collections.abc import Callable, Sequence
 
 import torch
 from opacus import GradSampleModule
+from torch import nn
+from torch.func import grad, vmap
 
 from raydp_synth.privacy.noise import noisy_sum
 
 __all__ = [
     "clip_per_record",
     "clipped_sum",
+    "functional_record_grads",
     "noised_gradient",
     "noised_release",
     "per_record_gradients",
@@ -91,6 +94,30 @@ def per_record_gradients(
         p.grad_sample = None  # type: ignore[attr-defined]
         p.grad = None
     return grads
+
+
+def functional_record_grads(
+    module: nn.Module, record_loss: Callable[..., torch.Tensor], *batched: torch.Tensor
+) -> list[torch.Tensor]:
+    """Per-record gradients ``[B, *p.shape]`` of ``module``'s trainable parameters,
+    by ``torch.func`` (``vmap`` of ``grad``, the technique of Opacus' functorch mode;
+    it also differentiates through a gradient penalty, which Opacus' hooks cannot).
+
+    Args:
+        module: the network (parameters read, not modified).
+        record_loss: ``record_loss(params, *rows)``, the loss of one record, with
+            ``rows`` the record's slice of each of ``batched``; it calls the network
+            as ``torch.func.functional_call(module, params, ...)``. Record i's loss
+            must depend on record i's rows alone.
+        batched: the per-record inputs, each ``[B, ...]`` (B may be 0).
+    """
+    names = [n for n, p in module.named_parameters() if p.requires_grad]
+    params = {n: p.detach() for n, p in module.named_parameters() if p.requires_grad}
+    if len(batched[0]) == 0:
+        return [torch.zeros(0, *params[n].shape, device=params[n].device) for n in names]
+    in_dims = (None, *(0 for _ in batched))
+    per_record = vmap(grad(record_loss), in_dims=in_dims)(params, *batched)
+    return [per_record[n].detach() for n in names]
 
 
 def clipped_sum(
