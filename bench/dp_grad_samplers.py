@@ -42,6 +42,7 @@ from raydp_synth.methods.dpaf.config import DPAFConfig
 from raydp_synth.methods.dpaf.networks import DiscriminatorParts, label_planes, sin
 from raydp_synth.privacy.dp_sgd import clip_per_record, private_gradient, topk_per_record
 from raydp_synth.privacy.noise import noisy_sum
+from raydp_synth.runtime.seeding import seeded
 
 
 def main() -> None:
@@ -53,10 +54,10 @@ def main() -> None:
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     warnings.filterwarnings("ignore", category=UserWarning)
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    rng = torch.Generator().manual_seed(0)  # inputs and initial parameters
     cfg = DPAFConfig(image_size=16)
     arch = cfg.architecture(channels=1, num_classes=10)
-    parts = DiscriminatorParts(arch)
+    parts = seeded(lambda: DiscriminatorParts(arch), rng)
     for p in parts.conv1.parameters():
         p.requires_grad_(False)
     conv2 = parts.conv2
@@ -64,9 +65,9 @@ def main() -> None:
     names = [n for n, p in conv2.named_parameters() if p.requires_grad]
     shapes = [p.shape for p in params]
     b = cfg.mu * cfg.batch_size  # conv2*'s virtual batch
-    x = torch.rand(b, 1, 16, 16) * 2 - 1
-    y = torch.randint(10, (b,))
-    v = torch.randn(arch.agg_maps, arch.agg_map_size, arch.agg_map_size)
+    x = torch.rand(b, 1, 16, 16, generator=rng) * 2 - 1
+    y = torch.randint(10, (b,), generator=rng)
+    v = torch.randn(arch.agg_maps, arch.agg_map_size, arch.agg_map_size, generator=rng)
     with torch.no_grad():
         h = parts.conv1(x)
     gen = torch.Generator().manual_seed(0)

@@ -32,6 +32,7 @@ from raydp_synth.methods.dpaf.config import DPAFConfig
 from raydp_synth.methods.dpaf.mechanisms import conv2_record_grads, dpagg
 from raydp_synth.methods.dpaf.networks import DiscriminatorParts, sin
 from raydp_synth.privacy.dp_sgd import private_gradient
+from raydp_synth.runtime.seeding import seeded
 
 
 def _time(fn, repeats: int) -> list[float]:
@@ -56,21 +57,21 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    rng = torch.Generator().manual_seed(0)  # inputs and initial parameters
     overrides = {k: v for k, v in {"base_width": args.base_width, "batch_size": args.batch_size,
                                    "mu": args.mu}.items() if v is not None}
     cfg = DPAFConfig(image_size=args.image_size, **overrides)
     arch = cfg.architecture(channels=1, num_classes=10)
-    parts = DiscriminatorParts(arch)
+    parts = seeded(lambda: DiscriminatorParts(arch), rng)
     for p in parts.conv1.parameters():
         p.requires_grad_(False)
     gsm = GradSampleModule(parts.conv2, loss_reduction="sum")
     params = list(parts.conv2.parameters())
     shapes = [p.shape for p in params]
     virtual = cfg.mu * cfg.batch_size
-    x = torch.rand(virtual, 1, args.image_size, args.image_size) * 2 - 1
-    y = torch.randint(10, (virtual,))
-    v = torch.randn(arch.agg_maps, arch.agg_map_size, arch.agg_map_size)
+    x = torch.rand(virtual, 1, args.image_size, args.image_size, generator=rng) * 2 - 1
+    y = torch.randint(10, (virtual,), generator=rng)
+    v = torch.randn(arch.agg_maps, arch.agg_map_size, arch.agg_map_size, generator=rng)
     gen = torch.Generator().manual_seed(0)
     head_opt = torch.optim.Adam(list(parts.conv3.parameters()) + list(parts.fc.parameters()))
 

@@ -24,9 +24,13 @@ from pathlib import Path
 
 import torch
 
-from raydp_synth.methods.dpgan.grouping import adaptive_groups, grouped_release, parameter_units
-from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
-from raydp_synth.methods.dpwgan.networks import Critic
+from raydp_synth.methods.components.clip_groups import (
+    adaptive_groups,
+    grouped_release,
+    parameter_units,
+)
+from raydp_synth.methods.components.gan_networks import Critic
+from raydp_synth.methods.components.pairs import critic_record_grads
 from raydp_synth.methods.privimage.diffusion import (
     DDPMSchedule,
     UNet,
@@ -34,6 +38,7 @@ from raydp_synth.methods.privimage.diffusion import (
     denoising_loss,
 )
 from raydp_synth.privacy.dp_sgd import private_gradient
+from raydp_synth.runtime.seeding import seeded
 
 
 def _median_ms(fn, repeats: int) -> float:
@@ -58,12 +63,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/dpsgd_step_overhead.json"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    rng = torch.Generator().manual_seed(0)  # inputs and initial parameters
     b, gen = args.batch_size, torch.Generator().manual_seed(0)
-    x, f = torch.rand(b, 1, 16, 16) * 2 - 1, torch.rand(b, 1, 16, 16) * 2 - 1
-    y, mix = torch.randint(10, (b,)), torch.rand(b, 1, 1, 1)
+    x = torch.rand(b, 1, 16, 16, generator=rng) * 2 - 1
+    f = torch.rand(b, 1, 16, 16, generator=rng) * 2 - 1
+    y, mix = torch.randint(10, (b,), generator=rng), torch.rand(b, 1, 1, 1, generator=rng)
 
-    critic = Critic(image_size=16, channels=1, num_classes=10, capacity=args.capacity)
+    critic = seeded(lambda: Critic(image_size=16, channels=1, num_classes=10,
+                                   capacity=args.capacity), rng)
     params = list(critic.parameters())
     shapes = [p.shape for p in params]
 
@@ -90,9 +97,10 @@ def main() -> None:
         loss = (critic(f, y) - critic(x, y) + 10.0 * penalty).mean()
         torch.autograd.grad(loss, params)
 
-    unet, schedule = UNet(channels=1, num_classes=10, width=args.width), DDPMSchedule()
+    unet = seeded(lambda: UNet(channels=1, num_classes=10, width=args.width), rng)
+    schedule = DDPMSchedule()
     m = args.multiplicity
-    t, noise = torch.randint(1000, (b, m)), torch.randn(b, m, 1, 16, 16)
+    t, noise = torch.randint(1000, (b, m), generator=rng), torch.randn(b, m, 1, 16, 16, generator=rng)
     unet_params = list(unet.parameters())
 
     def denoiser_dp() -> None:

@@ -141,3 +141,38 @@ def test_no_import_cycle() -> None:
 @pytest.mark.parametrize("cycle", [{"a": {"b"}, "b": {"c"}, "c": {"a"}}])
 def test_the_cycle_check_finds_a_cycle(cycle: dict[str, set[str]]) -> None:
     assert _cycles(cycle) == [["a", "b", "c"]]
+
+
+#: Modules of ``raydp_synth.methods`` that every method may import: the contract,
+#: the registry and the shared building blocks.
+SHARED_METHOD_MODULES = ("base", "registry", "components")
+
+
+def _method_folder(module: str) -> str | None:
+    """The method folder of ``raydp_synth.methods.<folder>...``, None outside one."""
+    parts = module.split(".")
+    if parts[:2] != ["raydp_synth", "methods"] or len(parts) < 3:
+        return None
+    return None if parts[2] in SHARED_METHOD_MODULES else parts[2]
+
+
+def test_no_method_imports_another() -> None:
+    """A method folder imports the shared modules, never a sibling method: what two
+    methods share lives in ``methods/components``, which imports no method."""
+    crossing = []
+    for path in sorted((PACKAGE_ROOT / "methods").rglob("*.py")):
+        module = _module_name(path)
+        source = _method_folder(module)
+        component = module.startswith("raydp_synth.methods.components")
+        for target, line in _imports(path):
+            folder = _method_folder(target)
+            if folder is not None and (component or (source is not None and folder != source)):
+                crossing.append(f"{path.relative_to(PACKAGE_ROOT.parent)}:{line} imports {target}")
+    assert not crossing, "a method imports another method:\n" + "\n".join(crossing)
+
+
+def test_the_sibling_check_finds_a_sibling_import() -> None:
+    assert _method_folder("raydp_synth.methods.dpgan.loop") == "dpgan"
+    assert _method_folder("raydp_synth.methods.components.pairs") is None
+    assert _method_folder("raydp_synth.methods.registry") is None
+    assert _method_folder("raydp_synth.runtime.context") is None

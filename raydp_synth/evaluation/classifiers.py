@@ -11,8 +11,9 @@ App.: scikit-learn's LR and MLP with default hyperparameters, and a CNN):
   "Keras MNIST CNN"): conv 3x3 with 32 maps, ReLU, conv 3x3 with 64 maps, ReLU,
   2x2 max-pool, dropout 0.25, dense 128, ReLU, dropout 0.5, dense to the classes.
 
-Each is trained with a fixed seed and no global random state (the CNN trains
-inside ``torch.random.fork_rng``), so evaluations are reproducible.
+Each is trained with a fixed seed and no global random state (the CNN's initial
+parameters, batch order and dropout masks come from generators of that seed), so
+evaluations are reproducible.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from raydp_synth.errors import ConfigError
+from raydp_synth.runtime.seeding import seeded
 
 __all__ = [
     "CLASSIFIER_KINDS",
@@ -45,7 +47,13 @@ class TrainedClassifier(Protocol):
 
 
 class EvaluationCNN(nn.Module):
-    """The DP-GAN literature's evaluation CNN (see the module docstring)."""
+    """The DP-GAN literature's evaluation CNN (see the module docstring).
+
+    Dropout masks are drawn from :attr:`dropout_rng` (a generator on the model's
+    device), which training must set: the global RNG is never used.
+    """
+
+    dropout_rng: torch.Generator | None = None
 
     def __init__(self, *, channels: int, image_size: int, num_classes: int) -> None:
         super().__init__()
@@ -58,13 +66,21 @@ class EvaluationCNN(nn.Module):
         self.fc2 = nn.Linear(128, num_classes)
         self.drop1, self.drop2 = nn.Dropout(0.25), nn.Dropout(0.5)
 
+    def _dropout(self, x: torch.Tensor, layer: nn.Dropout) -> torch.Tensor:
+        if not self.training or layer.p == 0:
+            return x
+        if self.dropout_rng is None:
+            raise RuntimeError("training the evaluation CNN needs its dropout_rng")
+        keep = torch.rand(x.shape, generator=self.dropout_rng, device=x.device) >= layer.p
+        return x * keep / (1 - layer.p)
+
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """The 128 penultimate activations (before the last dropout)."""
         x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
-        return F.relu(self.fc1(self.drop1(x).flatten(1)))
+        return F.relu(self.fc1(self._dropout(x, self.drop1).flatten(1)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.drop2(self.features(x)))
+        return self.fc2(self._dropout(self.features(x), self.drop2))
 
 
 class CNNClassifier:
@@ -102,25 +118,24 @@ def _fit_cnn(
 ) -> CNNClassifier:
     x = torch.as_tensor(images, dtype=torch.float32).to(device)
     y = torch.as_tensor(labels, dtype=torch.long).to(device)
-    forked = [torch.device(device)] if torch.device(device).type == "cuda" else []
-    with torch.random.fork_rng(devices=forked):  # dropout and init: no global state
-        torch.manual_seed(seed)
-        model = EvaluationCNN(channels=x.shape[1], image_size=x.shape[2],
-                              num_classes=num_classes).to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=lr)
-        order = torch.Generator().manual_seed(seed)
-        model.train()
-        per_epoch = max(1, math.ceil(len(x) / batch_size))
-        perm = torch.randperm(len(x), generator=order)
-        for step in range(steps):
-            k = step % per_epoch
-            if k == 0 and step:
-                perm = torch.randperm(len(x), generator=order)
-            idx = perm[k * batch_size : (k + 1) * batch_size].to(device)
-            loss = F.cross_entropy(model(x[idx]), y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+    model = seeded(lambda: EvaluationCNN(channels=x.shape[1], image_size=x.shape[2],
+                                         num_classes=num_classes),
+                   torch.Generator().manual_seed(seed)).to(device)
+    model.dropout_rng = torch.Generator(device=device).manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    order = torch.Generator().manual_seed(seed)
+    model.train()
+    per_epoch = max(1, math.ceil(len(x) / batch_size))
+    perm = torch.randperm(len(x), generator=order)
+    for step in range(steps):
+        k = step % per_epoch
+        if k == 0 and step:
+            perm = torch.randperm(len(x), generator=order)
+        idx = perm[k * batch_size : (k + 1) * batch_size].to(device)
+        loss = F.cross_entropy(model(x[idx]), y[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
     return CNNClassifier(model)
 
 

@@ -132,7 +132,7 @@ class Method(ABC):
         return PrivacyPlan(
             mechanisms=tuple(
                 Mechanism(name=s.name, noise_multiplier=0.0, sample_rate=s.sample_rate,
-                          num_steps=s.num_steps, sensitivity=s.sensitivity)
+                          num_steps=s.num_steps, sensitivity=s.sensitivity, every=s.every)
                 for s in specs
             ),
             delta=delta,

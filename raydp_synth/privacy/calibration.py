@@ -29,6 +29,7 @@ from raydp_synth.privacy.accounting import (
     subsampled_gaussian_epsilon,
 )
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
+from raydp_synth.privacy.sampling import batch_sample_rate
 
 __all__ = ["MechanismSpec", "calibrate_noise_multiplier", "calibrate_plan"]
 
@@ -84,7 +85,7 @@ class MechanismSpec:
     """A mechanism whose noise multiplier is still to be calibrated.
 
     Attributes:
-        name, sample_rate, num_steps, sensitivity: as in :class:`Mechanism`.
+        name, sample_rate, num_steps, sensitivity, every: as in :class:`Mechanism`.
         share: relative weight of this mechanism in the budget split (> 0).
     """
 
@@ -93,6 +94,7 @@ class MechanismSpec:
     num_steps: int
     sensitivity: float
     share: float
+    every: int = 1
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.share) and self.share > 0):
@@ -102,6 +104,15 @@ class MechanismSpec:
                 f"{self.name} would run {self.num_steps} steps; give it at least one step "
                 "(more epochs or a larger sample rate)"
             )
+
+    @classmethod
+    def for_epochs(cls, name: str, *, batch_size: int, epochs: float, num_records: int,
+                   sensitivity: float, share: float) -> MechanismSpec:
+        """A DP-SGD mechanism trained for ``epochs`` expected passes over
+        ``num_records`` records: Poisson rate q = B / n, ``ceil(epochs / q)`` releases."""
+        q = batch_sample_rate(batch_size, num_records)
+        return cls(name=name, sample_rate=q, num_steps=math.ceil(epochs / q),
+                   sensitivity=sensitivity, share=share)
 
 
 def _calibrate_one(
@@ -124,6 +135,7 @@ def _calibrate_one(
         sample_rate=spec.sample_rate,
         num_steps=spec.num_steps,
         sensitivity=spec.sensitivity,
+        every=spec.every,
     )
 
 

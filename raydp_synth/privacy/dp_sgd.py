@@ -20,15 +20,20 @@ from collections.abc import Callable, Sequence
 
 import torch
 from opacus import GradSampleModule
+from torch import nn
+from torch.func import grad, vmap
 
 from raydp_synth.privacy.noise import noisy_sum
 
 __all__ = [
     "clip_per_record",
     "clipped_sum",
+    "functional_record_grads",
     "noised_gradient",
+    "noised_release",
     "per_record_gradients",
     "private_gradient",
+    "split_by_shapes",
     "topk_per_record",
 ]
 
@@ -91,6 +96,30 @@ def per_record_gradients(
     return grads
 
 
+def functional_record_grads(
+    module: nn.Module, record_loss: Callable[..., torch.Tensor], *batched: torch.Tensor
+) -> list[torch.Tensor]:
+    """Per-record gradients ``[B, *p.shape]`` of ``module``'s trainable parameters,
+    by ``torch.func`` (``vmap`` of ``grad``, the technique of Opacus' functorch mode;
+    it also differentiates through a gradient penalty, which Opacus' hooks cannot).
+
+    Args:
+        module: the network (parameters read, not modified).
+        record_loss: ``record_loss(params, *rows)``, the loss of one record, with
+            ``rows`` the record's slice of each of ``batched``; it calls the network
+            as ``torch.func.functional_call(module, params, ...)``. Record i's loss
+            must depend on record i's rows alone.
+        batched: the per-record inputs, each ``[B, ...]`` (B may be 0).
+    """
+    names = [n for n, p in module.named_parameters() if p.requires_grad]
+    params = {n: p.detach() for n, p in module.named_parameters() if p.requires_grad}
+    if len(batched[0]) == 0:
+        return [torch.zeros(0, *params[n].shape, device=params[n].device) for n in names]
+    in_dims = (None, *(0 for _ in batched))
+    per_record = vmap(grad(record_loss), in_dims=in_dims)(params, *batched)
+    return [per_record[n].detach() for n in names]
+
+
 def clipped_sum(
     per_record_grads: Sequence[torch.Tensor],
     *,
@@ -145,6 +174,32 @@ def private_gradient(
                            shapes=shapes)
 
 
+def noised_release(
+    summed: torch.Tensor,
+    *,
+    noise_std: float,
+    expected_batch_size: float,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """The release of a pre-noise sum (this worker's ``sum_i clip_C(g_i)``, flattened):
+    summed over workers, plus N(0, noise_std^2) once (noise_std = sigma * C), divided
+    by the expected batch size qN. Flat, identical on every worker."""
+    return noisy_sum(summed, noise_std=noise_std, generator=generator) / expected_batch_size
+
+
+def split_by_shapes(flat: torch.Tensor, shapes: Sequence[torch.Size]) -> list[torch.Tensor]:
+    """``flat`` cut into one view per shape, in order (the inverse of concatenating
+    the flattened tensors)."""
+    out, start = [], 0
+    for shape in shapes:
+        size = math.prod(shape)
+        out.append(flat[start : start + size].view(shape))
+        start += size
+    if start != flat.numel():
+        raise ValueError(f"{flat.numel()} values for shapes of {start} in all")
+    return out
+
+
 def noised_gradient(
     summed: torch.Tensor,
     *,
@@ -153,13 +208,9 @@ def noised_gradient(
     generator: torch.Generator | None,
     shapes: Sequence[torch.Size],
 ) -> list[torch.Tensor]:
-    """The release of a pre-noise sum (this worker's ``sum_i clip_C(g_i)``, flattened):
-    summed over workers, plus N(0, noise_std^2) once (noise_std = sigma * C), divided
-    by the expected batch size qN, split into one tensor per parameter shape."""
-    released = noisy_sum(summed, noise_std=noise_std, generator=generator) / expected_batch_size
-    out, start = [], 0
-    for shape in shapes:
-        size = math.prod(shape)
-        out.append(released[start : start + size].view(shape))
-        start += size
-    return out
+    """:func:`noised_release` split into one tensor per parameter shape."""
+    return split_by_shapes(
+        noised_release(summed, noise_std=noise_std, expected_batch_size=expected_batch_size,
+                       generator=generator),
+        shapes,
+    )

@@ -37,6 +37,11 @@ class Mechanism:
         num_steps: number of releases.
         sensitivity: L2 sensitivity of one release under add/remove-one (the clip
             norm C for DP-SGD, sqrt(m)*p for DPAGG, 1 for a count).
+        every: the loop's cadence: one release every ``every`` iterations of the
+            loop that drives it (DPAF's conv2* releases once every mu DPAGG
+            iterations); 1 for a mechanism that sets its own pace. Public schedule
+            data: it does not enter the event, which prices ``num_steps`` releases
+            however they are spaced. Plans written before the field read as 1.
     """
 
     name: str
@@ -44,10 +49,13 @@ class Mechanism:
     sample_rate: float | None
     num_steps: int
     sensitivity: float
+    every: int = 1
 
     def __post_init__(self) -> None:
         if not self.sensitivity > 0 or not math.isfinite(self.sensitivity):
             raise ConfigError(f"Expected sensitivity={self.sensitivity} > 0 for {self.name}.")
+        if self.every < 1:
+            raise ConfigError(f"Expected every={self.every} >= 1 for {self.name}.")
         self.event()  # validates the remaining fields
 
     @property

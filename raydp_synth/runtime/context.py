@@ -60,13 +60,19 @@ class WorkerContext:
     auditor: Auditor | None = None
     _records: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(
         default=None, init=False, repr=False)
+    _samplers: dict[str, RecordSampler] = field(default_factory=dict, init=False, repr=False)
 
     def generator(self, *purpose: object) -> torch.Generator:
-        """A *public* CPU generator (config seed, purpose, rank): initialisation and
-        synthetic draws only, never the selection of sensitive records."""
+        """A *public* CPU generator (config seed, purpose, rank): this worker's
+        synthetic draws, never the selection of sensitive records."""
         return torch.Generator().manual_seed(
             derived_seed(self.config.seed, *purpose, self.rank)
         )
+
+    def shared_generator(self, *purpose: object) -> torch.Generator:
+        """A *public* CPU generator identical on every rank (config seed, purpose):
+        initial parameters and other public draws that every worker must agree on."""
+        return torch.Generator().manual_seed(derived_seed(self.config.seed, *purpose))
 
     def secret_generator(self, *purpose: object) -> torch.Generator:
         """A generator from the run's secret DP seed: Poisson sampling."""
@@ -75,7 +81,16 @@ class WorkerContext:
     def sampler(self, mechanism: str) -> RecordSampler:
         """The sampler of a plan mechanism: Poisson at the plan's rate q (every
         record of the shard for a mechanism without subsampling), with the secret
-        inclusion draws and per-record draws of that mechanism alone."""
+        inclusion draws and per-record draws of that mechanism alone.
+
+        One sampler per mechanism and run: asking again gives the same sampler (it
+        goes on drawing fresh, independent samples; a second sampler would replay
+        the first one's batches)."""
+        if mechanism not in self._samplers:
+            self._samplers[mechanism] = self._new_sampler(mechanism)
+        return self._samplers[mechanism]
+
+    def _new_sampler(self, mechanism: str) -> RecordSampler:
         if self._records is None:
             images = torch.as_tensor(self.train.images)
             labels = torch.as_tensor(self.train.labels)

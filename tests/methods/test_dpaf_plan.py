@@ -36,6 +36,8 @@ def test_plan_structure(plan_and_config) -> None:
     assert conv2.sample_rate == pytest.approx(config.mu * config.batch_size / n)  # virtual batch mu*B
     assert agg.num_steps == math.ceil(config.epochs * n / config.batch_size)
     assert conv2.num_steps == agg.num_steps // config.mu
+    # The loop's cadence is the plan's: conv2* releases once every mu DPAGG iterations.
+    assert (conv2.every, agg.every, cls.every) == (config.mu, 1, 1)
     assert cls.num_steps == math.ceil(config.classifier_epochs * n / config.classifier_batch_size)
     arch = config.architecture(channels=1, num_classes=10)
     assert agg.sensitivity == pytest.approx(math.sqrt(arch.agg_maps) * arch.agg_map_size)

@@ -10,9 +10,10 @@ import torch
 
 from raydp_synth.data import DataInfo, load_dataset
 from raydp_synth.methods import get_method
-from raydp_synth.methods.dpwgan.mechanisms import critic_record_grads
-from raydp_synth.methods.dpwgan.networks import Critic
+from raydp_synth.methods.components.gan_networks import Critic
+from raydp_synth.methods.components.pairs import critic_record_grads
 from raydp_synth.privacy.dp_sgd import private_gradient
+from raydp_synth.runtime.seeding import seeded
 from tests.stats import assert_gaussian_std
 
 INFO = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
@@ -33,10 +34,10 @@ def test_plan_is_one_poisson_subsampled_gaussian_of_the_critic() -> None:
 
 
 def test_per_record_gradients_match_a_loop_over_records() -> None:
-    torch.manual_seed(0)
-    critic = Critic(image_size=16, channels=1, num_classes=10, capacity=4)
-    x, f = torch.randn(4, 1, 16, 16), torch.randn(4, 1, 16, 16)
-    y, a = torch.randint(10, (4,)), torch.rand(4, 1, 1, 1)
+    rng = torch.Generator().manual_seed(0)
+    critic = seeded(lambda: Critic(image_size=16, channels=1, num_classes=10, capacity=4), rng)
+    x, f = torch.randn(4, 1, 16, 16, generator=rng), torch.randn(4, 1, 16, 16, generator=rng)
+    y, a = torch.randint(10, (4,), generator=rng), torch.rand(4, 1, 1, 1, generator=rng)
     batched = critic_record_grads(critic, x, y, f, a, gp_weight=10.0)
     for i in range(4):
         xhat = (a[i] * x[i:i + 1] + (1 - a[i]) * f[i:i + 1]).requires_grad_(True)
@@ -68,8 +69,8 @@ def _dp_adam_params(clip: float, steps: int = 5) -> torch.Tensor:
     splits = load_dataset("digits")
     x = torch.as_tensor(splits.train.images[:64])
     y = torch.as_tensor(splits.train.labels[:64])
-    torch.manual_seed(0)
-    critic = Critic(image_size=16, channels=1, num_classes=10, capacity=4)
+    critic = seeded(lambda: Critic(image_size=16, channels=1, num_classes=10, capacity=4),
+                    torch.Generator().manual_seed(0))
     params = list(critic.parameters())
     opt = torch.optim.Adam(params, lr=1e-3, betas=(0.5, 0.9), eps=1e-12)
     noise = torch.Generator().manual_seed(5)

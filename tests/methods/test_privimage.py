@@ -156,11 +156,14 @@ def test_denoiser_per_record_gradients_match_a_loop_and_are_per_record() -> None
         denoiser_record_grads,
         denoising_loss,
     )
+    from raydp_synth.runtime.seeding import seeded
 
-    torch.manual_seed(0)
-    model, schedule = UNet(channels=1, num_classes=10, width=8), DDPMSchedule()
-    x, y = torch.randn(3, 1, 16, 16), torch.tensor([1, 4, 7])
-    t, noise = torch.randint(1000, (3, 2)), torch.randn(3, 2, 1, 16, 16)
+    rng = torch.Generator().manual_seed(0)
+    model = seeded(lambda: UNet(channels=1, num_classes=10, width=8), rng)
+    schedule = DDPMSchedule()
+    x, y = torch.randn(3, 1, 16, 16, generator=rng), torch.tensor([1, 4, 7])
+    t = torch.randint(1000, (3, 2), generator=rng)
+    noise = torch.randn(3, 2, 1, 16, 16, generator=rng)
     batched = denoiser_record_grads(model, schedule, x, y, t, noise)
     for i in range(3):
         loss = denoising_loss(model, schedule, x[i:i + 1].expand(2, -1, -1, -1), y[i:i + 1].expand(2),

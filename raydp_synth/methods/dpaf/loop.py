@@ -8,9 +8,9 @@ for each mechanism:
    same noise distribution on a synthetic batch's sum (no privacy cost; it keeps
    the head from telling real from fake by the noise level).
 2. conv3*, FC*: SGD on the BCE of the two released aggregates (post-processing).
-3. every mu iterations, conv2* (``conv2``): DP-SGD on its own sample of rate
-   mu*q3, with per-record gradients ``J_i^T v`` at the released aggregate, plus
-   the (non-private) gradient of the synthetic side.
+3. every mu iterations (the cadence the plan gives ``conv2``), conv2*: DP-SGD on
+   its own sample of rate mu*q3, with per-record gradients ``J_i^T v`` at the
+   released aggregate, plus the (non-private) gradient of the synthetic side.
 4. every n_critic iterations, G: SGD through D-hat on synthetic records only.
 
 See docs/privacy.md for the argument and each deviation from the paper.
@@ -36,11 +36,13 @@ from raydp_synth.methods.dpaf.mechanisms import (
 )
 from raydp_synth.methods.dpaf.networks import Classifier, DiscriminatorParts, Generator, sin
 from raydp_synth.methods.dpaf.plan import CLASSIFIER, CONV2, DPAGG
-from raydp_synth.privacy.dp_sgd import noised_gradient
 from raydp_synth.privacy.noise import gaussian_noise, noisy_sum
 from raydp_synth.privacy.records import RecordBatch
 from raydp_synth.runtime.context import WorkerContext
 from raydp_synth.runtime.distributed import all_reduce_mean_, all_reduce_sum_, data_parallel_step
+from raydp_synth.runtime.dp_step import dp_sgd_step
+from raydp_synth.runtime.reporting import EpochReporter
+from raydp_synth.runtime.seeding import seeded
 
 __all__ = ["METRIC_ALLOWLIST", "run_dpaf", "total_variation"]
 
@@ -71,10 +73,12 @@ class _DPAFRun:
         self.arch = self.config.architecture(channels=data.channels, num_classes=data.num_classes)
         self.device = ctx.device
         self.n = data.num_records
-        self.steps = {CLASSIFIER: 0, CONV2: 0, DPAGG: 0}
-        torch.manual_seed(self.config.seed)  # identical initial parameters on every rank
-        self.parts = DiscriminatorParts(self.arch).to(self.device)
-        self.G = Generator(self.arch).to(self.device)
+        # Identical initial parameters on every rank: one rank-independent generator.
+        self.init = ctx.shared_generator("init")
+        self.parts = seeded(lambda: DiscriminatorParts(self.arch), self.init).to(self.device)
+        self.G = seeded(lambda: Generator(self.arch), self.init).to(self.device)
+        self.reporter = EpochReporter(ctx, tag="dpaf",
+                                      networks={"generator": self.G, "discriminator": self.parts})
 
     # ---------------------------------------------------------------- helpers
     def _generate(self, labels: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -105,53 +109,22 @@ class _DPAFRun:
         padded = torch.cat([labels, labels.new_zeros(max(0, 2 - len(labels)))])
         return self._generate(padded, gen)[: len(labels)], labels
 
-    def _report(self, metrics: dict[str, float], checkpoint: bool) -> None:
-        if self.ctx.plan.private:  # a non-private reference run has no epsilon
-            metrics["epsilon_spent"] = self.ctx.plan.spent_epsilon(self.steps)
-        state = None
-        if checkpoint and self.ctx.rank == 0:
-            state = {
-                "generator": self.G.state_dict(),
-                "discriminator": self.parts.state_dict(),
-                "steps": dict(self.steps),
-            }
-        self.ctx.report(metrics, state)
-
     # ---------------------------------------------------------------- phase 1
     def classifier_phase(self) -> None:
         cfg, mech = self.config, self.ctx.plan.mechanism(CLASSIFIER)
-        if mech.sample_rate is None:  # priced as one-shot, sampled here: unaccounted
-            raise PrivacyInvariantError(
-                f"the plan's {mech.name!r} mechanism has no Poisson sample rate")
-        classifier = Classifier(self.arch).to(self.device)
+        classifier = seeded(lambda: Classifier(self.arch), self.init).to(self.device)
         gsm = GradSampleModule(classifier, loss_reduction="sum")
         params = [p for p in classifier.parameters() if p.requires_grad]
-        shapes = [p.shape for p in params]
         opt = torch.optim.Adam(params, lr=cfg.lr_classifier)
-        sampler = self.ctx.sampler(CLASSIFIER)
-        steps_per_epoch = max(1, math.ceil(1 / mech.sample_rate))
 
         def pre_noise(batch: RecordBatch) -> torch.Tensor:
             return classifier_pre_noise(gsm, batch, clip=cfg.clip_classifier,
                                         topk_fraction=cfg.topk_fraction)
 
-        for step in range(1, mech.num_steps + 1):
-            summed = self.ctx.pre_noise_sum(CLASSIFIER, pre_noise, sampler.sample())
-            released = noised_gradient(
-                summed,
-                noise_std=mech.noise_multiplier * mech.sensitivity,
-                expected_batch_size=mech.sample_rate * self.n,
-                generator=self.ctx.noise_generator,
-                shapes=shapes,
-            )
-            for p, g in zip(params, released, strict=True):
-                p.grad = g.to(p)
-            opt.step()
-            self.steps[CLASSIFIER] = step
-            if step % steps_per_epoch == 0 or step == mech.num_steps:
-                epoch = math.ceil(step / steps_per_epoch)
-                self._report({"phase": 1, "epoch": epoch, "step": step}, checkpoint=False)
-                self.ctx.log(f"[dpaf] classifier epoch {epoch}: step {step}/{mech.num_steps}")
+        for _ in range(mech.num_steps):
+            dp_sgd_step(self.ctx, CLASSIFIER, pre_noise, params, opt)
+            self.reporter.released(CLASSIFIER)
+            self.reporter.after_release(CLASSIFIER, checkpoint=False, phase=1)
         # Transfer: conv1 of D is C's conv1, frozen for phase 2.
         self.parts.conv1.load_state_dict(classifier.conv1.state_dict())
         for p in self.parts.conv1.parameters():
@@ -159,14 +132,12 @@ class _DPAFRun:
 
     # ---------------------------------------------------------------- phase 2
     def gan_phase(self) -> None:
-        cfg, plan, ctx = self.config, self.ctx.plan, self.ctx
+        cfg, plan, ctx, reporter = self.config, self.ctx.plan, self.ctx, self.reporter
         agg, conv2 = plan.mechanism(DPAGG), plan.mechanism(CONV2)
         if agg.sample_rate is None:  # priced as one-shot, sampled here: unaccounted
-            raise PrivacyInvariantError(
-                f"the plan's {agg.name!r} mechanism has no Poisson sample rate")
+            raise PrivacyInvariantError(f"the plan's {agg.name!r} mechanism has no Poisson sample rate")
         if conv2.sample_rate is None:  # priced as one-shot, sampled here: unaccounted
-            raise PrivacyInvariantError(
-                f"the plan's {conv2.name!r} mechanism has no Poisson sample rate")
+            raise PrivacyInvariantError(f"the plan's {conv2.name!r} mechanism has no Poisson sample rate")
         by_class = cfg.aggregation == "class"
         groups = self.arch.num_classes if by_class else 1
         # Divisors turning released sums into means: expected counts (public).
@@ -178,24 +149,15 @@ class _DPAFRun:
         parts, G = self.parts, self.G
         conv2_gsm = GradSampleModule(parts.conv2, loss_reduction="sum")
         conv2_params = list(parts.conv2.parameters())
-        conv2_shapes = [p.shape for p in conv2_params]
         head_params = list(parts.conv3.parameters()) + list(parts.fc.parameters())
         betas = (0.5, 0.999)
         opt_head = torch.optim.Adam(head_params, lr=cfg.lr_d, betas=betas)
         opt_conv2 = torch.optim.Adam(conv2_params, lr=cfg.lr_conv2 or cfg.lr_d, betas=betas)
         opt_g = torch.optim.Adam(G.parameters(), lr=cfg.lr_g, betas=betas)
-        agg_sampler, conv2_sampler = ctx.sampler(DPAGG), ctx.sampler(CONV2)
+        agg_sampler = ctx.sampler(DPAGG)
         fake_gen = ctx.generator("fakes")
-        iters_per_epoch = max(1, math.ceil(1 / agg.sample_rate))
-        checkpoint_every = max(1, math.ceil(agg.num_steps / iters_per_epoch / 10))
         ones = torch.ones(groups, device=self.device)
         zeros = torch.zeros(groups, device=self.device)
-        sums: dict[str, float] = {}
-        counts: dict[str, int] = {}
-
-        def track(key: str, value: float) -> None:
-            sums[key] = sums.get(key, 0.0) + value
-            counts[key] = counts.get(key, 0) + 1
 
         def agg_pre_noise(batch: RecordBatch) -> torch.Tensor:
             return dpagg_pre_noise(parts, batch, by_class=by_class)
@@ -203,7 +165,6 @@ class _DPAFRun:
         def blocks(released: torch.Tensor) -> torch.Tensor:
             return released if by_class else released[None]
 
-        conv2_step = 0
         conv2_gsm.disable_hooks()
         for it in range(1, agg.num_steps + 1):
             # 1. DPAGG on a real Poisson sample; same noise law on a synthetic batch.
@@ -215,7 +176,7 @@ class _DPAFRun:
                     agg.sample_rate * self.n / ctx.world_size, fake_gen)
             fake_mean = blocks(dpagg(parts, fake_images, fake_labels, noise_std=agg.noise_std,
                                      generator=ctx.noise_generator, by_class=by_class)) / real_divisor
-            self.steps[DPAGG] = it
+            reporter.released(DPAGG)
             # 2. conv3*, FC*: post-processing of the two releases.
             real_logit = parts.head(real_mean, agg_labels)
             fake_logit = parts.head(fake_mean, agg_labels)
@@ -225,13 +186,13 @@ class _DPAFRun:
             d_loss.backward()
             all_reduce_mean_(p.grad for p in head_params if p.grad is not None)
             opt_head.step()
-            track("d_loss_noisy", d_loss.item())
-            track("d_real_prob_noisy", torch.sigmoid(real_logit).mean().item())
-            track("d_fake_prob_noisy", torch.sigmoid(fake_logit).mean().item())
+            reporter.track("d_loss_noisy", d_loss.item())
+            reporter.track("d_real_prob_noisy", torch.sigmoid(real_logit).mean().item())
+            reporter.track("d_fake_prob_noisy", torch.sigmoid(fake_logit).mean().item())
 
-            # 3. conv2*: DP-SGD every mu iterations, on its own Poisson sample.
-            if it % cfg.mu == 0 and conv2_step < conv2.num_steps:
-                conv2_step += 1
+            # 3. conv2*: DP-SGD at the plan's cadence (every mu iterations), on its own
+            # Poisson sample.
+            if it % conv2.every == 0 and reporter.steps.get(CONV2, 0) < conv2.num_steps:
                 v_real = self._loss_direction(real_mean, agg_labels, ones)
                 v_fake = self._loss_direction(fake_mean, agg_labels, zeros)
                 if not by_class:
@@ -241,14 +202,6 @@ class _DPAFRun:
                     return conv2_pre_noise(conv2_gsm, parts, v, batch, clip=cfg.clip_conv2,
                                            topk_fraction=cfg.topk_fraction)
 
-                summed = ctx.pre_noise_sum(CONV2, conv2_noise_free, conv2_sampler.sample())
-                private = noised_gradient(
-                    summed,
-                    noise_std=conv2.noise_multiplier * conv2.sensitivity,
-                    expected_batch_size=conv2_divisor,
-                    generator=ctx.noise_generator,
-                    shapes=conv2_shapes,
-                )
                 # Synthetic side (no privacy cost): the same chain rule, exactly.
                 with torch.no_grad():
                     h_fake = parts.conv1(fake_images)
@@ -256,32 +209,21 @@ class _DPAFRun:
                 fake_term = (sin(parts.conv2(h_fake, fake_labels)) * v_fake_records).sum() / real_divisor
                 synthetic = list(torch.autograd.grad(fake_term, conv2_params))
                 all_reduce_sum_(synthetic)
-                for p, g_priv, g_syn in zip(conv2_params, private, synthetic, strict=True):
-                    p.grad = g_priv.to(p) + g_syn
-                opt_conv2.step()
-                parts.conv2.zero_grad(set_to_none=True)
-                self.steps[CONV2] = conv2_step
+                synthetic_flat = torch.cat([g.flatten() for g in synthetic])
+                dp_sgd_step(ctx, CONV2, conv2_noise_free, conv2_params, opt_conv2,
+                            expected_batch_size=conv2_divisor,
+                            post=lambda released, s=synthetic_flat: released.to(s) + s)
+                reporter.released(CONV2)
 
             # 4. G every n_critic iterations, on synthetic records only.
             for _ in range(cfg.g_steps if it % cfg.n_critic == 0 else 0):
                 g_loss = self._generator_loss(fakes_local, fake_gen, by_class,
                                               agg.noise_std / real_divisor, agg_labels)
                 data_parallel_step(g_loss, G, opt_g)
-                track("g_loss", g_loss.item())
+                reporter.track("g_loss", g_loss.item())
 
-            if it % iters_per_epoch == 0 or it == agg.num_steps:
-                epoch = math.ceil(it / iters_per_epoch)
-                metrics = {k: sums[k] / counts[k] for k in sums}
-                metrics.update(phase=2, epoch=epoch, step=it)
-                sums.clear()
-                counts.clear()
-                # Metrics every epoch; a checkpoint about ten times a run, and at the end.
-                self._report(metrics, checkpoint=epoch % checkpoint_every == 0 or it == agg.num_steps)
-                self.ctx.log(
-                    f"[dpaf] GAN epoch {epoch}/{math.ceil(agg.num_steps / iters_per_epoch)}: "
-                    + ", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())
-                                if k not in ("phase", "epoch"))
-                )
+            # Metrics every epoch; a checkpoint about ten times a run, and at the end.
+            reporter.after_release(DPAGG, phase=2)
 
     def _generator_loss(
         self,

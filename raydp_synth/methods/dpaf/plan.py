@@ -1,7 +1,8 @@
 """DPAF's privacy schedule: three Poisson-subsampled Gaussian mechanisms.
 
 ``classifier`` (phase 1, DP-SGD on all of C), ``conv2`` (DP-SGD on conv2* every
-mu iterations) and ``dpagg`` (the noisy sum of SIN features) each draw their own
+mu iterations: the plan carries mu as the mechanism's cadence ``every``, which the
+loop reads) and ``dpagg`` (the noisy sum of SIN features) each draw their own
 independent Poisson samples, so the plan is their adaptive composition
 (Lin et al. 2023, DPAF Theorem 5, with the corrections of docs/privacy.md).
 Every other update (conv3*, FC*, G) is post-processing of these releases.
@@ -53,7 +54,7 @@ def dpaf_schedule(config: DPAFConfig, data: DataInfo) -> list[MechanismSpec]:
         MechanismSpec(name=CLASSIFIER, sample_rate=q1, num_steps=t1,
                       sensitivity=config.clip_classifier, share=w1),
         MechanismSpec(name=CONV2, sample_rate=q2, num_steps=t2,
-                      sensitivity=config.clip_conv2, share=w2),
+                      sensitivity=config.clip_conv2, share=w2, every=config.mu),
         MechanismSpec(name=DPAGG, sample_rate=q3, num_steps=t3,
                       sensitivity=arch.agg_sensitivity, share=w3),
     ]

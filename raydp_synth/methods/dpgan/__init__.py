@@ -12,7 +12,6 @@ public. Public options are refused without data declared public (``--public``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,16 +21,15 @@ from raydp_synth.config import config_from_mapping
 from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.base import Method
-from raydp_synth.methods.dpgan.config import DPGANConfig
-from raydp_synth.methods.dpgan.loop import (
-    CRITIC,
+from raydp_synth.methods.components.dpgan_config import DPGANConfig
+from raydp_synth.methods.components.dpgan_loop import (
     METRIC_ALLOWLIST,
     build_networks,
+    critic_schedule,
     model_labels,
     run_dpgan,
 )
 from raydp_synth.privacy.calibration import MechanismSpec
-from raydp_synth.privacy.sampling import batch_sample_rate
 from raydp_synth.runtime.context import WorkerContext
 
 __all__ = ["DPGAN", "DPGANConfig"]
@@ -45,7 +43,6 @@ class DPGAN(Method):
     name = "dpgan"
     config_class = DPGANConfig
     metric_allowlist = METRIC_ALLOWLIST
-    smoke_settings = {"epochs": 1, "capacity": 4, "batch_size": 24}
 
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> DPGANConfig:
         """Defaults plus user values; ``adaptive_clip`` follows the public data unless
@@ -66,11 +63,7 @@ class DPGAN(Method):
         return config
 
     def schedule(self, config: DPGANConfig, data: DataInfo) -> list[MechanismSpec]:
-        q = batch_sample_rate(config.batch_size, data.num_records)
-        # k groups, each rescaled by 1/C_j: sensitivity sqrt(k) (docs/architecture.md,
-        # invariant 5).
-        return [MechanismSpec(name=CRITIC, sample_rate=q, num_steps=math.ceil(config.epochs / q),
-                              sensitivity=math.sqrt(config.groups), share=1.0)]
+        return [critic_schedule(config, data)]
 
     def train(self, ctx: WorkerContext) -> None:
         run_dpgan(ctx)

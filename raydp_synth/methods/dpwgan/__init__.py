@@ -10,16 +10,14 @@ noise scale of the released update.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from raydp_synth.data import DataInfo
 from raydp_synth.methods.base import Method
+from raydp_synth.methods.components.wgan_gp import wgan_gp_networks
 from raydp_synth.methods.dpwgan.config import DPWGANConfig
-from raydp_synth.methods.dpwgan.loop import CRITIC, METRIC_ALLOWLIST, build_networks, run_dpwgan
+from raydp_synth.methods.dpwgan.loop import CRITIC, METRIC_ALLOWLIST, run_dpwgan
 from raydp_synth.privacy.calibration import MechanismSpec
-from raydp_synth.privacy.sampling import batch_sample_rate
 from raydp_synth.runtime.context import WorkerContext
 
 __all__ = ["DPWGAN", "DPWGANConfig"]
@@ -34,12 +32,12 @@ class DPWGAN(Method):
     smoke_settings = {"epochs": 1, "capacity": 4, "batch_size": 24}
 
     def schedule(self, config: DPWGANConfig, data: DataInfo) -> list[MechanismSpec]:
-        q = batch_sample_rate(config.batch_size, data.num_records)
-        return [MechanismSpec(name=CRITIC, sample_rate=q, num_steps=math.ceil(config.epochs / q),
-                              sensitivity=config.clip, share=1.0)]
+        return [MechanismSpec.for_epochs(CRITIC, batch_size=config.batch_size, epochs=config.epochs,
+                                         num_records=data.num_records, sensitivity=config.clip,
+                                         share=1.0)]
 
     def train(self, ctx: WorkerContext) -> None:
         run_dpwgan(ctx)
 
     def build_generator(self, config: DPWGANConfig, data: DataInfo) -> torch.nn.Module:
-        return build_networks(config, data.channels, data.num_classes)[1]
+        return wgan_gp_networks(config, data.channels, data.num_classes)[1]

@@ -29,8 +29,13 @@ import torch
 from raydp_synth.data import DataInfo, ImageDataset
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.base import Method
-from raydp_synth.methods.dpgan import DPGAN
-from raydp_synth.methods.dpgan.loop import METRIC_ALLOWLIST, build_networks, model_labels, run_dpgan
+from raydp_synth.methods.components.dpgan_loop import (
+    METRIC_ALLOWLIST,
+    build_networks,
+    critic_schedule,
+    model_labels,
+    run_dpgan,
+)
 from raydp_synth.methods.privimage.config import PrivImageDConfig, PrivImageGConfig
 from raydp_synth.methods.privimage.diffusion import DDPMSchedule, ddim_sample
 from raydp_synth.methods.privimage.diffusion_loop import DENOISER, build_denoiser, run_privimage_d
@@ -46,7 +51,6 @@ from raydp_synth.methods.privimage.semantics import (
 )
 from raydp_synth.privacy.calibration import MechanismSpec
 from raydp_synth.privacy.records import RecordBatch
-from raydp_synth.privacy.sampling import batch_sample_rate
 from raydp_synth.runtime.context import WorkerContext
 
 __all__ = ["DEFAULT_PUBLIC", "SEMANTIC_QUERY", "PrivImageD", "PrivImageDConfig", "PrivImageG",
@@ -55,7 +59,6 @@ __all__ = ["DEFAULT_PUBLIC", "SEMANTIC_QUERY", "PrivImageD", "PrivImageDConfig",
 
 SEMANTIC_QUERY = "semantic_query"
 DEFAULT_PUBLIC = {"digits": "digits:fraction=0.3"}
-_DPGAN = DPGAN()
 
 
 def semantic_query_pre_noise(query: SemanticQuery, config: Any, num_classes: int,
@@ -144,14 +147,14 @@ class PrivImageG(_PrivImage):
     search_space_resource = "search_space_g.yaml"
 
     def schedule(self, config: PrivImageGConfig, data: DataInfo) -> list[MechanismSpec]:
-        (critic,) = _DPGAN.schedule(config.fine_tuning(), data)
-        return [_query_spec(config), dataclasses.replace(critic, share=1.0 - config.query_share)]
+        return [_query_spec(config),
+                critic_schedule(config.fine_tuning(), data, share=1.0 - config.query_share)]
 
     def train(self, ctx: WorkerContext) -> None:
         cfg: PrivImageGConfig = ctx.config
         selected = pretraining_set(ctx, self.name)
         fine = dataclasses.replace(ctx, config=cfg.fine_tuning(), public=selected)
-        run_dpgan(fine, spent_before={SEMANTIC_QUERY: 1})
+        run_dpgan(fine, spent_before={SEMANTIC_QUERY: 1}, tag=self.name)
 
     def build_generator(self, config: PrivImageGConfig, data: DataInfo) -> torch.nn.Module:
         return build_networks(config.fine_tuning(), data.channels, data.num_classes)[1]
@@ -174,10 +177,10 @@ class PrivImageD(_PrivImage):
     search_space_resource = "search_space_d.yaml"
 
     def schedule(self, config: PrivImageDConfig, data: DataInfo) -> list[MechanismSpec]:
-        q = batch_sample_rate(config.batch_size, data.num_records)
         return [_query_spec(config),
-                MechanismSpec(name=DENOISER, sample_rate=q, num_steps=math.ceil(config.epochs / q),
-                              sensitivity=config.clip, share=1.0 - config.query_share)]
+                MechanismSpec.for_epochs(DENOISER, batch_size=config.batch_size,
+                                         epochs=config.epochs, num_records=data.num_records,
+                                         sensitivity=config.clip, share=1.0 - config.query_share)]
 
     def train(self, ctx: WorkerContext) -> None:
         selected = pretraining_set(ctx, self.name)

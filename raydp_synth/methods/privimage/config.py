@@ -7,17 +7,18 @@ from dataclasses import dataclass
 
 from raydp_synth.config import require_positive
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.dpgan.config import DPGANConfig
+from raydp_synth.methods.components.dpgan_config import DPGANConfig
+from raydp_synth.methods.components.wgan_config import WGANGPConfig
 
-__all__ = ["PrivImageDConfig", "PrivImageGConfig"]
+__all__ = ["PrivImageDConfig", "PrivImageGConfig", "SemanticQueryConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class PrivImageGConfig:
-    """Hyperparameters of one PrivImage+G run.
+class SemanticQueryConfig:
+    """What both PrivImage variants share: the semantic query and the selection of
+    the public pre-training set.
 
     Attributes:
-        image_size: side of the images (a power of two >= 8).
         k1: top-k1 semantics each sensitive image adds to the histogram (App. B:
             k1 = k2 in every experiment).
         k2: semantics each class selects; the selection ratio is k2 / #semantics.
@@ -26,53 +27,45 @@ class PrivImageGConfig:
             digits (~100 images a class, a trial epsilon of 7) a weight of 0.013
             left the query's noise std at 66 and most classes chose a wrong digit;
             0.1 gives std 9 for +1% noise on the fine-tuning.
-        pretrain_iters: non-private WGAN-GP iterations on the selected public data.
+        pretrain_iters: non-private iterations on the selected public data.
         strict_selection: stop the run when classes collapse onto the same public
             semantics (otherwise a warning).
-        capacity, latent_dim: the GAN's size (the WGAN-GP critic/generator shared
-            with dpgan and dpwgan; the paper's small GAN is a DCGAN of the Opacus
-            example, see docs/privacy.md).
-        batch_size, epochs: expected batch B (q = B/n) and length of the DP
-            fine-tuning of the critic.
-        n_critic: critic steps per G step.
-        clip: per-record clip norm of the critic's fine-tuning gradient.
-        gp_weight: WGAN-GP's lambda.
         public_batch_size: batch size of the pre-training.
         conditional: one histogram and one pre-training set per class.
-        lr_d, lr_g, beta1, beta2: Adam's settings.
-        seed: public seed.
     """
 
-    image_size: int
     k1: int = 1
     k2: int = 1
     query_share: float = 0.1
     pretrain_iters: int = 300
     strict_selection: bool = False
-    capacity: int = 16
-    latent_dim: int = 128
-    batch_size: int = 128
-    epochs: float = 20.0
-    n_critic: int = 1
-    clip: float = 1.0
-    gp_weight: float = 10.0
     public_batch_size: int = 64
     conditional: bool = True
-    lr_d: float = 1e-3
-    lr_g: float = 2e-3
-    beta1: float = 0.5
-    beta2: float = 0.9
-    seed: int = 0
 
-    def __post_init__(self) -> None:
-        require_positive(self, integers=("k1", "k2", "capacity", "latent_dim", "batch_size",
-                                         "n_critic", "public_batch_size"),
-                         floats=("epochs", "clip", "lr_d", "lr_g"))
+    def check_semantic_query(self) -> None:
+        """The range checks of these fields (each variant's ``__post_init__`` calls it)."""
+        require_positive(self, integers=("k1", "k2", "public_batch_size"))
         if not (math.isfinite(self.query_share) and 0 < self.query_share < 1):
             raise ConfigError(f"Expected 0 < query_share={self.query_share} < 1.")
         if self.pretrain_iters < 0:
             raise ConfigError(f"Expected pretrain_iters={self.pretrain_iters} >= 0.")
-        self.fine_tuning()  # validates the GAN part (image size, betas, ...)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrivImageGConfig(WGANGPConfig, SemanticQueryConfig):
+    """Hyperparameters of one PrivImage+G run: the semantic query's
+    (:class:`SemanticQueryConfig`, ``pretrain_iters`` being WGAN-GP iterations) and
+    the GAN's (:class:`~raydp_synth.methods.components.wgan_config.WGANGPConfig`: the
+    WGAN-GP critic/generator shared with dpgan and dpwgan; the paper's small GAN is
+    a DCGAN of the Opacus example, see docs/privacy.md). ``batch_size`` and
+    ``epochs`` are those of the critic's DP fine-tuning, ``clip`` its clip norm.
+    """
+
+    batch_size: int = 128
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check_semantic_query()
 
     def fine_tuning(self) -> DPGANConfig:
         """The DP fine-tuning as a dpGAN run: one clip group at ``clip``, the
@@ -87,13 +80,12 @@ class PrivImageGConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PrivImageDConfig:
-    """Hyperparameters of one PrivImage+D run (the diffusion variant).
+class PrivImageDConfig(SemanticQueryConfig):
+    """Hyperparameters of one PrivImage+D run (the diffusion variant): the semantic
+    query's (:class:`SemanticQueryConfig`, ``pretrain_iters`` being DDPM iterations) and:
 
     Attributes:
         image_size: side of the images (a multiple of 4: two downsamplings).
-        k1, k2, query_share, pretrain_iters, public_batch_size, conditional,
-            strict_selection: as in :class:`PrivImageGConfig`.
         width: channels of the U-Net's first level (the second has 2x).
         batch_size, epochs: expected batch B (q = B/n) and length of the DP-SGD
             fine-tuning of the denoiser.
@@ -109,14 +101,8 @@ class PrivImageDConfig:
     """
 
     image_size: int
-    k1: int = 1
-    k2: int = 1
-    query_share: float = 0.1
     pretrain_iters: int = 3000
     pretrain_lr: float = 1e-3
-    public_batch_size: int = 64
-    conditional: bool = True
-    strict_selection: bool = False
     width: int = 16
     batch_size: int = 128
     epochs: float = 10.0
@@ -131,13 +117,10 @@ class PrivImageDConfig:
         if self.image_size < 8 or self.image_size % 4:
             raise ConfigError(f"image_size={self.image_size} must be a multiple of 4 and >= 8 "
                               "(the U-Net halves it twice); use e.g. image_size=16")
-        require_positive(self, integers=("k1", "k2", "public_batch_size", "width", "batch_size",
-                                         "multiplicity", "diffusion_steps", "sample_steps"),
+        self.check_semantic_query()
+        require_positive(self, integers=("width", "batch_size", "multiplicity", "diffusion_steps",
+                                         "sample_steps"),
                          floats=("epochs", "clip", "lr", "pretrain_lr"))
-        if not (math.isfinite(self.query_share) and 0 < self.query_share < 1):
-            raise ConfigError(f"Expected 0 < query_share={self.query_share} < 1.")
-        if self.pretrain_iters < 0:
-            raise ConfigError(f"Expected pretrain_iters={self.pretrain_iters} >= 0.")
         if self.sample_steps > self.diffusion_steps:
             raise ConfigError(f"sample_steps={self.sample_steps} exceeds diffusion_steps="
                               f"{self.diffusion_steps}")

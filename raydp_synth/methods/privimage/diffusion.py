@@ -5,7 +5,9 @@ Privacy: the U-Net has GroupNorm only (statistics of one image, never of the bat
 so record i's loss ``mean_m |e_im - eps_theta(x_t, t_im, y_i)|^2`` over its own
 noise draws (multiplicity m, as in DPDM, which PrivImage builds on) depends on
 record i alone (docs/architecture.md, invariant 8), and its gradient can be clipped
-per record. Per-record gradients come from ``torch.func`` (``vmap`` of ``grad``).
+per record.
+Per-record gradients come from ``torch.func``
+(:func:`~raydp_synth.privacy.dp_sgd.functional_record_grads`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import math
 
 import torch
 from torch import nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call
 from torch.nn import functional as F
+
+from raydp_synth.privacy.dp_sgd import functional_record_grads
 
 __all__ = ["DDPMSchedule", "UNet", "ddim_sample", "denoiser_record_grads", "denoising_loss"]
 
@@ -98,10 +102,6 @@ def denoiser_record_grads(model: nn.Module, schedule: DDPMSchedule, images: torc
                           ) -> list[torch.Tensor]:
     """Per-record gradients ``[B, *p.shape]`` of record i's loss averaged over its own
     m draws (``t [B, m]``, ``noise [B, m, C, H, W]``, drawn independently of the data)."""
-    names = [n for n, p in model.named_parameters() if p.requires_grad]
-    params = {n: p.detach() for n, p in model.named_parameters() if n in names}
-    if len(images) == 0:
-        return [torch.zeros(0, *params[n].shape, device=params[n].device) for n in names]
 
     def record_loss(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
                     ts: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
@@ -110,9 +110,7 @@ def denoiser_record_grads(model: nn.Module, schedule: DDPMSchedule, images: torc
         pred = functional_call(model, p, (schedule.noised(xs, ts, eps), ts, ys))
         return ((pred - eps) ** 2).mean()
 
-    per_record = vmap(grad(record_loss), in_dims=(None, 0, 0, 0, 0))(
-        params, images, labels, t, noise)
-    return [per_record[n].detach() for n in names]
+    return functional_record_grads(model, record_loss, images, labels, t, noise)
 
 
 @torch.no_grad()

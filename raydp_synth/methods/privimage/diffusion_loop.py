@@ -6,12 +6,12 @@
    seed); :func:`denoiser_pre_noise`, the one function that reads the records:
    per-record gradients of the record's loss averaged over its m (timestep, noise)
    draws, which are the record's own secret draws, clipped to C and summed; then
-   noised once with N(0, sigma^2 C^2), divided by qN; Adam.
+   noised once with N(0, sigma^2 C^2), divided by qN; Adam
+   (:func:`~raydp_synth.runtime.dp_step.dp_sgd_step`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import torch
@@ -25,10 +25,13 @@ from raydp_synth.methods.privimage.diffusion import (
     denoiser_record_grads,
     denoising_loss,
 )
-from raydp_synth.privacy.dp_sgd import clipped_sum, noised_gradient
+from raydp_synth.privacy.dp_sgd import clipped_sum
 from raydp_synth.privacy.records import RecordBatch, derived_seed
 from raydp_synth.runtime.context import WorkerContext
 from raydp_synth.runtime.distributed import broadcast_parameters_
+from raydp_synth.runtime.dp_step import dp_sgd_step
+from raydp_synth.runtime.reporting import EpochReporter
+from raydp_synth.runtime.seeding import seeded
 
 __all__ = ["DENOISER", "METRIC_ALLOWLIST", "build_denoiser", "denoiser_pre_noise", "run_privimage_d"]
 
@@ -39,9 +42,14 @@ DENOISER = "denoiser"
 METRIC_ALLOWLIST = frozenset({"epoch", "step", "epsilon_spent", "pretrain_loss"})
 
 
-def build_denoiser(config: PrivImageDConfig, channels: int, num_classes: int) -> UNet:
-    return UNet(channels=channels, num_classes=num_classes if config.conditional else 1,
-                width=config.width)
+def build_denoiser(config: PrivImageDConfig, channels: int, num_classes: int, *,
+                   init: torch.Generator | None = None) -> UNet:
+    """The U-Net of ``config``; with ``init``, its parameters are drawn from it alone."""
+    def unet() -> UNet:
+        return UNet(channels=channels, num_classes=num_classes if config.conditional else 1,
+                    width=config.width)
+
+    return unet() if init is None else seeded(unet, init)
 
 
 def _labels(config: PrivImageDConfig, labels: torch.Tensor) -> torch.Tensor:
@@ -87,52 +95,27 @@ def pretrain(model: UNet, opt: torch.optim.Optimizer, schedule: DDPMSchedule,
 def run_privimage_d(ctx: WorkerContext, selected: ImageDataset, *,
                     spent_before: Mapping[str, int]) -> None:
     cfg: PrivImageDConfig = ctx.config
-    data, device, plan = ctx.data, ctx.device, ctx.plan
-    mech = plan.mechanism(DENOISER)
-    if mech.sample_rate is None:  # priced as one-shot, sampled here: unaccounted
+    mech = ctx.plan.mechanism(DENOISER)
+    if abs(mech.sensitivity - cfg.clip) > 1e-12:
         raise PrivacyInvariantError(
-            f"the plan's {mech.name!r} mechanism has no Poisson sample rate")
-    torch.manual_seed(cfg.seed)
-    model = build_denoiser(cfg, data.channels, data.num_classes).to(device)
+            f"the plan's denoiser sensitivity {mech.sensitivity} is not clip={cfg.clip}")
+    model = build_denoiser(cfg, ctx.data.channels, ctx.data.num_classes,
+                           init=ctx.shared_generator("init")).to(ctx.device)
     schedule = DDPMSchedule(cfg.diffusion_steps)
     params = list(model.parameters())
     pretrain_loss = pretrain(model, torch.optim.Adam(params, lr=cfg.pretrain_lr), schedule,
-                             selected, cfg, device)
+                             selected, cfg, ctx.device)
     broadcast_parameters_(model)
     opt = torch.optim.Adam(params, lr=cfg.lr)
     ctx.log(f"[privimage-d] pre-trained {cfg.pretrain_iters} iterations on {len(selected)} "
             f"selected public images (loss {pretrain_loss:.4f})")
-
-    if abs(mech.sensitivity - cfg.clip) > 1e-12:
-        raise PrivacyInvariantError(
-            f"the plan's denoiser sensitivity {mech.sensitivity} is not clip={cfg.clip}")
-    sampler = ctx.sampler(DENOISER)
-    expected = mech.sample_rate * data.num_records
-    shapes = [p.shape for p in params]
-    steps_per_epoch = max(1, math.ceil(1 / mech.sample_rate))
-    checkpoint_every = max(1, math.ceil(mech.num_steps / steps_per_epoch / 10))
+    reporter = EpochReporter(ctx, tag="privimage-d", networks={"generator": model},
+                             steps=spent_before)
 
     def pre_noise(batch: RecordBatch) -> torch.Tensor:
         return denoiser_pre_noise(model, schedule, cfg, batch)
 
-    for step in range(1, mech.num_steps + 1):
-        summed = ctx.pre_noise_sum(DENOISER, pre_noise, sampler.sample())
-        released = noised_gradient(summed, noise_std=mech.noise_multiplier * mech.sensitivity,
-                                   expected_batch_size=expected, generator=ctx.noise_generator,
-                                   shapes=shapes)
-        for p, g in zip(params, released, strict=True):
-            p.grad = g.to(p)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if step % steps_per_epoch == 0 or step == mech.num_steps:
-            epoch = math.ceil(step / steps_per_epoch)
-            metrics: dict[str, float] = {"epoch": epoch, "step": step,
-                                         "pretrain_loss": pretrain_loss}
-            if plan.private:
-                metrics["epsilon_spent"] = plan.spent_epsilon({**spent_before, DENOISER: step})
-            state = None
-            if ctx.rank == 0 and (epoch % checkpoint_every == 0 or step == mech.num_steps):
-                state = {"generator": model.state_dict(), "steps": {**spent_before, DENOISER: step}}
-            ctx.report(metrics, state)
-            ctx.log(f"[privimage-d] epoch {epoch}: step={step}"
-                    + (f", epsilon_spent={metrics['epsilon_spent']:.4g}" if plan.private else ""))
+    for _ in range(mech.num_steps):
+        dp_sgd_step(ctx, DENOISER, pre_noise, params, opt)
+        reporter.released(DENOISER)
+        reporter.after_release(DENOISER, pretrain_loss=pretrain_loss)

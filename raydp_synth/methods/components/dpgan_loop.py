@@ -1,4 +1,5 @@
-"""dpGAN on one Ray Train worker (Zhang, Ji and Wang 2018, dpGAN, Algorithm 3).
+"""dpGAN on one Ray Train worker (Zhang, Ji and Wang 2018, dpGAN, Algorithm 3); also
+PrivImage+G's fine-tuning.
 
 1. Warm start (optional, public data only): ``warm_start_iters`` non-private
    WGAN-GP iterations on batches of the declared public records.
@@ -6,11 +7,12 @@
    this step (fixed, or estimated on a public batch); a Poisson sample of rate q
    (secret seed); :func:`critic_pre_noise`, the one function that reads the records:
    per-record gradients of the pair (record, synthetic partner),
-   ``D(f_i) - D(x_i) + lambda GP_i`` (:mod:`raydp_synth.methods.dpwgan.mechanisms`: the
+   ``D(f_i) - D(x_i) + lambda GP_i`` (:mod:`raydp_synth.methods.components.pairs`: the
    unit is the pair, the partner's draws are the record's own, G in eval mode), each
-   group clipped and rescaled by 1/C_j, summed; then
-   :func:`~raydp_synth.methods.dpgan.grouping.noised_group_release` (noise z*sqrt(k)*C_j
-   on group j, z from the plan, divided by qN); an Adam step.
+   group clipped and rescaled by 1/C_j, summed; then noised once with the plan's
+   N(0, (z sqrt(k))^2) (:func:`~raydp_synth.runtime.dp_step.dp_sgd_step`), rescaled
+   by C_j on group j (:meth:`~raydp_synth.methods.components.clip_groups.ClipGroups.rescale`:
+   noise z*sqrt(k)*C_j on group j) and divided by qN; an Adam step.
 3. G steps every ``n_critic`` critic steps through the critic, synthetic only.
 
 Privacy: the private records enter through step 2 only. Warm start and the clip
@@ -28,29 +30,36 @@ from dataclasses import dataclass
 
 import torch
 
-from raydp_synth.data import ImageDataset
+from raydp_synth.data import DataInfo, ImageDataset
 from raydp_synth.errors import PrivacyInvariantError
-from raydp_synth.methods.dpgan.config import DPGANConfig
-from raydp_synth.methods.dpgan.grouping import (
+from raydp_synth.methods.components.clip_groups import (
     ClipGroups,
     adaptive_groups,
     fixed_groups,
     grouped_clipped_sum,
-    noised_group_release,
     parameter_units,
 )
-from raydp_synth.methods.dpwgan.mechanisms import (
+from raydp_synth.methods.components.dpgan_config import DPGANConfig
+from raydp_synth.methods.components.gan_networks import Critic, Generator, refresh_batchnorm
+from raydp_synth.methods.components.pairs import (
     critic_record_grads,
     pair_record_grads,
     synthetic_partners,
 )
-from raydp_synth.methods.dpwgan.networks import Critic, Generator, refresh_batchnorm
+from raydp_synth.methods.components.wgan_gp import (
+    adam_optimisers,
+    generator_step,
+    wgan_gp_networks,
+)
+from raydp_synth.privacy.calibration import MechanismSpec
 from raydp_synth.privacy.records import RecordBatch, derived_seed
 from raydp_synth.runtime.context import WorkerContext
-from raydp_synth.runtime.distributed import broadcast_parameters_, data_parallel_step
+from raydp_synth.runtime.distributed import broadcast_parameters_
+from raydp_synth.runtime.dp_step import dp_sgd_step, step_with_gradient
+from raydp_synth.runtime.reporting import EpochReporter
 
 __all__ = ["CRITIC", "METRIC_ALLOWLIST", "DPGANModels", "PublicSide", "build_networks",
-           "critic_pre_noise", "prepare", "run_dpgan"]
+           "critic_pre_noise", "critic_schedule", "model_labels", "prepare", "run_dpgan"]
 
 CRITIC = "critic"
 
@@ -61,31 +70,26 @@ CRITIC = "critic"
 METRIC_ALLOWLIST = frozenset({"epoch", "step", "epsilon_spent", "g_loss", "d_fake", "clip_bound"})
 
 
-def build_networks(config: DPGANConfig, channels: int, num_classes: int) -> tuple[Critic, Generator]:
+def critic_schedule(config: DPGANConfig, data: DataInfo, *, share: float = 1.0) -> MechanismSpec:
+    """The critic's mechanism: Poisson rate q = B/n, ``ceil(epochs / q)`` releases,
+    sensitivity sqrt(k) (k groups, each rescaled by 1/C_j; docs/architecture.md,
+    invariant 5)."""
+    return MechanismSpec.for_epochs(CRITIC, batch_size=config.batch_size, epochs=config.epochs,
+                                    num_records=data.num_records,
+                                    sensitivity=math.sqrt(config.groups), share=share)
+
+
+def build_networks(config: DPGANConfig, channels: int, num_classes: int, *,
+                   init: torch.Generator | None = None) -> tuple[Critic, Generator]:
     """The WGAN-GP critic and generator (the small-images architecture, shared with
     dpwgan); the unconditional variant sees one constant label."""
-    k = num_classes if config.conditional else 1
-    critic = Critic(image_size=config.image_size, channels=channels, num_classes=k,
-                    capacity=config.capacity)
-    generator = Generator(image_size=config.image_size, channels=channels, num_classes=k,
-                          capacity=config.capacity, latent_dim=config.latent_dim)
-    return critic, generator
+    return wgan_gp_networks(config, channels, num_classes if config.conditional else 1,
+                            init=init)
 
 
 def model_labels(config: DPGANConfig, labels: torch.Tensor) -> torch.Tensor:
     """The labels the networks see: the real ones, or 0 for the unconditional variant."""
     return labels if config.conditional else torch.zeros_like(labels)
-
-
-def adam_step_on(params: list[torch.Tensor], flat_grad: torch.Tensor,
-                 opt: torch.optim.Optimizer) -> None:
-    """One optimiser step with ``flat_grad`` (all parameters, concatenated) as the gradient."""
-    start = 0
-    for p in params:
-        p.grad = flat_grad[start:start + p.numel()].view_as(p).to(p)
-        start += p.numel()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
 
 
 class PublicSide:
@@ -95,10 +99,8 @@ class PublicSide:
     """
 
     def __init__(self, config: DPGANConfig, public: ImageDataset | None, *,
-                 critic: Critic, generator: Generator, num_classes: int,
-                 device: torch.device) -> None:
+                 critic: Critic, generator: Generator, device: torch.device) -> None:
         self.config, self.critic, self.gen, self.device = config, critic, generator, device
-        self.num_classes = num_classes
         self.rng = torch.Generator().manual_seed(derived_seed(config.seed, "dpgan-public"))
         self.images = torch.as_tensor(public.images) if public is not None else None
         self.labels = torch.as_tensor(public.labels) if public is not None else None
@@ -111,8 +113,7 @@ class PublicSide:
     def _batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """A public batch with synthetic partners (of the same labels) and mixes."""
         if self.images is None or self.labels is None:  # no noise is added: public data only
-            raise PrivacyInvariantError(
-                "a public batch was asked for, but no public data was declared")
+            raise PrivacyInvariantError("a public batch was asked for, but no public data was declared")
         size = min(self.config.public_batch_size, len(self.images))
         idx = torch.randperm(len(self.images), generator=self.rng)[:size]
         x, y = self.images[idx].to(self.device), model_labels(self.config, self.labels[idx])
@@ -139,21 +140,15 @@ class PublicSide:
                                groups=self.config.groups)
 
     def warm_start(self, opt_d: torch.optim.Optimizer, opt_g: torch.optim.Optimizer) -> None:
-        """``warm_start_iters`` non-private WGAN-GP iterations on public batches."""
+        """``warm_start_iters`` non-private WGAN-GP iterations on public batches
+        (the same on every rank: the public generator is rank-independent)."""
         cfg = self.config
         params = list(self.critic.parameters())
         for it in range(1, cfg.warm_start_iters + 1):
-            adam_step_on(params, self._record_grads().mean(dim=0), opt_d)
+            step_with_gradient(params, self._record_grads().mean(dim=0), opt_d)
             if it % cfg.n_critic == 0:
-                y = model_labels(cfg, torch.randint(self.num_classes, (cfg.public_batch_size,),
-                                                    generator=self.rng))
-                z = torch.randn(cfg.public_batch_size, cfg.latent_dim, generator=self.rng)
-                loss = -self.critic(self.gen(z.to(self.device), y.to(self.device)),
-                                    y.to(self.device)).mean()
-                opt_g.zero_grad(set_to_none=True)
-                loss.backward()
-                opt_g.step()
-                self.critic.zero_grad(set_to_none=True)
+                generator_step(self.critic, self.gen, opt_g, count=cfg.public_batch_size,
+                               rng=self.rng, device=self.device)
 
 
 @dataclass
@@ -168,18 +163,15 @@ class DPGANModels:
 
 
 def prepare(ctx: WorkerContext) -> DPGANModels:
-    """Build the networks and run the warm start. Reads no private record (a test
-    runs it with a training split that fails on any read)."""
+    """Build the networks (the same initial parameters on every rank) and run the
+    warm start. Reads no private record (a test runs it with a training split that
+    fails on any read)."""
     cfg: DPGANConfig = ctx.config
-    data, device = ctx.data, ctx.device
-    torch.manual_seed(cfg.seed)  # identical initial parameters on every rank
-    critic, gen = build_networks(cfg, data.channels, data.num_classes)
-    critic, gen = critic.to(device), gen.to(device)
-    betas = (cfg.beta1, cfg.beta2)
-    opt_d = torch.optim.Adam(critic.parameters(), lr=cfg.lr_d, betas=betas)
-    opt_g = torch.optim.Adam(gen.parameters(), lr=cfg.lr_g, betas=betas)
-    public = PublicSide(cfg, ctx.public, critic=critic, generator=gen,
-                        num_classes=data.num_classes, device=device)
+    critic, gen = build_networks(cfg, ctx.data.channels, ctx.data.num_classes,
+                                 init=ctx.shared_generator("init"))
+    critic, gen = critic.to(ctx.device), gen.to(ctx.device)
+    opt_d, opt_g = adam_optimisers(cfg, critic, gen)
+    public = PublicSide(cfg, ctx.public, critic=critic, generator=gen, device=ctx.device)
     if cfg.warm_start_iters:
         public.warm_start(opt_d, opt_g)
         broadcast_parameters_(critic)  # every rank ran the same public iterations
@@ -203,76 +195,41 @@ def critic_pre_noise(models: DPGANModels, config: DPGANConfig, groups: ClipGroup
     return grouped_clipped_sum(torch.cat([g.flatten(1) for g in grads], dim=1), groups)
 
 
-def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = None) -> None:
+def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = None,
+              tag: str = "dpgan") -> None:
     """The dpGAN loop; ``spent_before``: steps of other plan mechanisms already
     released (a method that runs this loop after its own releases, e.g.
     PrivImage's semantic query), so that ``epsilon_spent`` counts them."""
-    spent_before = dict(spent_before or {})
     cfg: DPGANConfig = ctx.config
-    data, device, plan = ctx.data, ctx.device, ctx.plan
-    mech = plan.mechanism(CRITIC)
+    mech = ctx.plan.mechanism(CRITIC)
     if mech.sample_rate is None:  # priced as one-shot, sampled here: unaccounted
-        raise PrivacyInvariantError(
-            f"the plan's {mech.name!r} mechanism has no Poisson sample rate")
+        raise PrivacyInvariantError(f"the plan's {mech.name!r} mechanism has no Poisson sample rate")
     models = prepare(ctx)
     critic, gen, public = models.critic, models.gen, models.public
-    opt_d, opt_g = models.opt_d, models.opt_g
-    params = list(critic.parameters())
-    sampler = ctx.sampler(CRITIC)
     fake_gen = ctx.generator("fakes")
-    expected = mech.sample_rate * data.num_records
-    fakes_local = max(2, math.ceil(expected / ctx.world_size))
-    k = data.num_classes
-    steps_per_epoch = max(1, math.ceil(1 / mech.sample_rate))
-    checkpoint_every = max(1, math.ceil(mech.num_steps / steps_per_epoch / 10))
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-
-    def add(key: str, value: float) -> None:
-        sums[key] = sums.get(key, 0.0) + value
-        counts[key] = counts.get(key, 0) + 1
+    fakes_local = max(2, math.ceil(mech.sample_rate * ctx.data.num_records / ctx.world_size))
+    reporter = EpochReporter(ctx, tag=tag, networks={"generator": gen, "critic": critic},
+                             steps=spent_before)
 
     for step in range(1, mech.num_steps + 1):
         groups = public.clip_groups()
         if abs(math.sqrt(groups.k) - mech.sensitivity) > 1e-9:
             raise PrivacyInvariantError(f"{groups.k} clip groups but the plan's sensitivity "
                                         f"is {mech.sensitivity} (sqrt(k) expected)")
-        add("clip_bound", float(groups.bounds.mean()))
-
+        reporter.track("clip_bound", float(groups.bounds.mean()))
         # G's BatchNorm statistics for the partners: a synthetic batch (public draws).
-        refresh_batchnorm(gen, latent_dim=cfg.latent_dim, num_classes=critic.num_classes,
-                          rng=fake_gen, device=device, batch_size=fakes_local)
+        refresh_batchnorm(gen, latent_dim=cfg.latent_dim, num_classes=gen.num_classes,
+                          rng=fake_gen, device=ctx.device, batch_size=fakes_local)
 
         def pre_noise(batch: RecordBatch, groups: ClipGroups = groups) -> torch.Tensor:
             return critic_pre_noise(models, cfg, groups, batch)
 
-        summed = ctx.pre_noise_sum(CRITIC, pre_noise, sampler.sample())
-        released = noised_group_release(summed, groups, noise_multiplier=mech.noise_multiplier,
-                                        expected_batch_size=expected,
-                                        generator=ctx.noise_generator)
-        adam_step_on(params, released, opt_d)
-
+        dp_sgd_step(ctx, CRITIC, pre_noise, list(critic.parameters()), models.opt_d,
+                    post=groups.rescale)
+        reporter.released(CRITIC)
         if step % cfg.n_critic == 0:  # G: synthetic records only
-            y_fake = model_labels(cfg, torch.randint(k, (fakes_local,), generator=fake_gen)).to(device)
-            z = torch.randn(fakes_local, cfg.latent_dim, generator=fake_gen).to(device)
-            g_loss = -critic(gen(z, y_fake), y_fake).mean()
-            add("d_fake", -g_loss.item())
-            data_parallel_step(g_loss, gen, opt_g)
-            critic.zero_grad(set_to_none=True)
-            add("g_loss", g_loss.item())
-
-        if step % steps_per_epoch == 0 or step == mech.num_steps:
-            epoch = math.ceil(step / steps_per_epoch)
-            metrics = {key: sums[key] / counts[key] for key in sums}
-            metrics.update(epoch=epoch, step=step)
-            if plan.private:
-                metrics["epsilon_spent"] = plan.spent_epsilon({**spent_before, CRITIC: step})
-            sums.clear()
-            counts.clear()
-            state = None
-            if ctx.rank == 0 and (epoch % checkpoint_every == 0 or step == mech.num_steps):
-                state = {"generator": gen.state_dict(), "critic": critic.state_dict(),
-                         "steps": {**spent_before, CRITIC: step}}
-            ctx.report(metrics, state)
-            ctx.log(f"[dpgan] epoch {epoch}: " + ", ".join(
-                f"{key}={v:.4g}" for key, v in sorted(metrics.items()) if key != "epoch"))
+            g_loss = generator_step(critic, gen, models.opt_g, count=fakes_local, rng=fake_gen,
+                                    device=ctx.device)
+            reporter.track("d_fake", -g_loss)
+            reporter.track("g_loss", g_loss)
+        reporter.after_release(CRITIC)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from raydp_synth.privacy.noise import noisy_sum
+from raydp_synth.privacy.dp_sgd import noised_release
 
 __all__ = ["ClipGroups", "adaptive_groups", "cluster_bounds", "fixed_groups", "group_sigma",
            "grouped_clipped_sum", "grouped_release", "noised_group_release", "parameter_units", "plan_multiplier",
@@ -63,6 +63,11 @@ class ClipGroups:
     @property
     def k(self) -> int:
         return int(self.bounds.numel())
+
+    def rescale(self, released: torch.Tensor) -> torch.Tensor:
+        """Group j's coordinates times C_j: undoes the 1/C_j of the pre-noise sum
+        (post-processing of a release)."""
+        return released * self.bounds.to(released)[self.group_of.to(released.device)]
 
 
 def parameter_units(named_shapes: Sequence[tuple[str, torch.Size]]) -> tuple[torch.Tensor, int]:
@@ -195,5 +200,6 @@ def noised_group_release(
     """The release of a rescaled pre-noise sum (:func:`grouped_clipped_sum`, this
     worker's): summed over workers, plus N(0, (z sqrt(k))^2) per coordinate once,
     rescaled by C_j on group j, divided by qN."""
-    noised = noisy_sum(summed, noise_std=group_sigma(noise_multiplier, groups.k), generator=generator)
-    return noised * groups.bounds.to(noised)[groups.group_of.to(noised.device)] / expected_batch_size
+    return groups.rescale(noised_release(summed, noise_std=group_sigma(noise_multiplier, groups.k),
+                                         expected_batch_size=expected_batch_size,
+                                         generator=generator))

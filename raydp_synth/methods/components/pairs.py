@@ -1,4 +1,5 @@
-"""The critic's per-record gradient (the one mechanism of DP-WGAN-GP).
+"""The WGAN-GP critic's per-record gradient: the pair (record, synthetic partner),
+shared by dpwgan, dpgan and PrivImage+G.
 
 WGAN-GP's critic loss is ``mean D(fake) - mean D(real) + lambda * mean GP``, with
 ``GP_i = (|grad_x D(xhat_i)| - 1)^2`` at ``xhat_i = a_i x_i + (1 - a_i) f_i``. The
@@ -20,16 +21,17 @@ same scale (an unclipped synthetic side next to a clipped real side lets the
 critic's scores run away, seen on digits: scores of -1.5e4 within 30 epochs).
 
 Per-record gradients with a gradient penalty need a double backward, which Opacus'
-hooks do not support; they are computed with ``torch.func`` (``vmap`` of ``grad``,
-the same technique as Opacus' functorch mode).
+hooks do not support; they are computed with ``torch.func``
+(:func:`~raydp_synth.privacy.dp_sgd.functional_record_grads`).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call, grad
 
+from raydp_synth.privacy.dp_sgd import functional_record_grads
 from raydp_synth.privacy.records import RecordBatch
 
 __all__ = ["critic_record_grads", "pair_record_grads", "synthetic_partners"]
@@ -53,10 +55,6 @@ def critic_record_grads(
         mix: one interpolation coefficient in [0, 1] per record (data-independent).
         gp_weight: lambda.
     """
-    names = [n for n, p in critic.named_parameters() if p.requires_grad]
-    params = {n: p.detach() for n, p in critic.named_parameters() if n in names}
-    if len(real) == 0:
-        return [torch.zeros(0, *params[n].shape, device=params[n].device) for n in names]
 
     def record_loss(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
                     f: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -72,16 +70,14 @@ def critic_record_grads(
         return -score + gp_weight * penalty
 
     onehot = torch.nn.functional.one_hot(labels, critic.num_classes).to(real.dtype)
-    per_record = vmap(grad(record_loss), in_dims=(None, 0, 0, 0, 0))(
-        params, real, onehot, partners, mix)
-    return [per_record[n].detach() for n in names]
+    return functional_record_grads(critic, record_loss, real, onehot, partners, mix)
 
 
 def synthetic_partners(generator: nn.Module, latents: torch.Tensor, labels: torch.Tensor
                        ) -> torch.Tensor:
     """``G(z_i, y_i)`` for each row, each row a function of its own inputs alone:
     G in eval mode (BatchNorm with its running statistics, set from a synthetic
-    batch by :func:`~raydp_synth.methods.dpwgan.networks.refresh_batchnorm` before the
+    batch by :func:`~raydp_synth.methods.components.gan_networks.refresh_batchnorm` before the
     step), no gradient, G's mode restored afterwards."""
     was_training = generator.training
     generator.eval()

@@ -1,5 +1,6 @@
 """The small-images paper's networks (Schwabedal, Michel and Riontino 2020 section 2.6), made
-class-conditional so that the release has labels (CAS needs them).
+class-conditional so that the release has labels (CAS needs them); the WGAN-GP of
+dpwgan, dpgan and PrivImage+G.
 
 Critic: three strided 5x5 convolutions with capacity c, 2c, 4c filters and leaky
 ReLU 0.2, then a linear score; the label enters as one-hot planes at the input. No
@@ -48,6 +49,7 @@ class Generator(nn.Module):
                  latent_dim: int) -> None:
         super().__init__()
         self.num_classes, self.side, c = num_classes, image_size // 8, capacity
+        self.latent_dim = latent_dim
         self.fc = nn.Linear(latent_dim + num_classes, 4 * c * self.side**2)
         self.bn0 = nn.BatchNorm1d(4 * c * self.side**2)
         self.up = nn.ModuleList([
