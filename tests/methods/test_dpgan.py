@@ -24,7 +24,6 @@ from raydp_synth.methods.components.clip_groups import (
 from raydp_synth.methods.components.dpgan_loop import prepare
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 from raydp_synth.runtime.context import WorkerContext
-from tests.methods.loop_run import run_loop
 from tests.stats import assert_gaussian_std
 
 DPGAN = get_method("dpgan")
@@ -160,21 +159,6 @@ def test_unconditional_generator_ignores_labels() -> None:
     a = DPGAN.sample(gen, config, torch.zeros(4, dtype=torch.long), rng=torch.Generator().manual_seed(1))
     b = DPGAN.sample(gen, config, torch.full((4,), 7), rng=torch.Generator().manual_seed(1))
     assert torch.equal(a, b)
-
-
-def test_loop_runs_its_plan_and_reports_only_safe_keys(digits) -> None:
-    config = DPGAN.make_config({"groups": 3, "epochs": 0.5, "capacity": 4, "warm_start_iters": 2},
-                               PUBLIC_INFO)
-    info = DataInfo(num_records=len(digits), image_size=16, channels=1, num_classes=10,
-                    public_records=60)
-    plan = DPGAN.plan(config, epsilon=5.0, delta=1e-5, data=info)
-    public = ImageDataset(images=digits.images[:60], labels=digits.labels[:60], num_classes=10,
-                          name="public", public=True)
-    reports, states = run_loop(DPGAN, config, plan, info, digits, public)
-    assert all(set(r) <= DPGAN.metric_allowlist for r in reports)
-    assert states[-1]["steps"] == {"critic": plan.mechanism("critic").num_steps}
-    assert reports[-1]["epsilon_spent"] == pytest.approx(plan.epsilon(), rel=1e-12)
-    assert np.isfinite(reports[-1]["clip_bound"]) and reports[-1]["clip_bound"] > 0
 
 
 def test_packaged_search_space_fits_with_and_without_public_data() -> None:

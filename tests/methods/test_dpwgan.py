@@ -97,10 +97,3 @@ def test_dp_adam_is_independent_of_a_small_clip_norm() -> None:
     moved = (small - start).norm()
     assert moved > 0
     assert (small - smaller).norm() < 1e-3 * moved
-
-
-def test_packaged_search_space_loads_for_digits() -> None:
-    from raydp_synth.tune.search_space import load_search_space
-
-    space = load_search_space(None, "dpwgan", INFO)
-    assert {"capacity", "clip", "batch_size", "epochs", "n_critic"} <= set(space.params)

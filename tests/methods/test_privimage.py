@@ -116,25 +116,6 @@ def test_selection_is_deterministic_post_processing_of_the_noisy_histogram(digit
     assert first.public
 
 
-def test_loop_runs_its_plan_and_reports_only_safe_keys(digits) -> None:
-    train, public, info = digits
-    config = PRIVIMAGE.make_config({"epochs": 0.5, "capacity": 4, "pretrain_iters": 2}, info)
-    plan = PRIVIMAGE.plan(config, epsilon=5.0, delta=1e-5, data=info)
-    reports, states = run_loop(PRIVIMAGE, config, plan, info, train, public)
-    assert all(set(r) <= PRIVIMAGE.metric_allowlist for r in reports)
-    assert states[-1]["steps"] == {m.name: m.num_steps for m in plan.mechanisms}
-    assert reports[-1]["epsilon_spent"] == pytest.approx(plan.epsilon(), rel=1e-12)
-
-
-def test_packaged_search_spaces_load_for_digits(digits) -> None:
-    from raydp_synth.tune.search_space import load_search_space
-
-    space = load_search_space(None, "privimage-g", digits[2])
-    assert {"k1", "k2", "query_share", "lr_d", "batch_size", "epochs"} <= set(space.params)
-    space = load_search_space(None, "privimage-d", digits[2])
-    assert {"k1", "k2", "query_share", "width", "lr", "batch_size", "epochs"} <= set(space.params)
-
-
 def test_diffusion_plan_is_the_query_composed_with_the_denoiser_steps(digits) -> None:
     _, _, info = digits
     config = DIFFUSION.make_config({"k1": 2, "epochs": 3, "query_share": 0.1}, info)
