@@ -19,7 +19,28 @@ from typing import Any
 
 from raydp_synth.errors import ConfigError
 
-__all__ = ["config_from_mapping", "config_to_dict", "require_betas", "require_positive"]
+__all__ = [
+    "MethodConfig",
+    "config_from_mapping",
+    "config_to_dict",
+    "require_betas",
+    "require_positive",
+]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MethodConfig:
+    """The fields every method's config has; a method's config class derives from it.
+
+    Attributes:
+        image_size: side of the (square) images the networks are built for; defaults
+            to the data's (:meth:`~raydp_synth.methods.base.Method.make_config`).
+        seed: public seed of initialisation and synthetic draws. Poisson sampling,
+            per-record draws and noise use the run's secret seed, never this one.
+    """
+
+    image_size: int
+    seed: int = 0
 
 
 def _coerce(name: str, value: Any, annotation: Any) -> Any:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from raydp_synth.config import config_from_mapping
+from raydp_synth.config import MethodConfig, config_from_mapping
 from raydp_synth.data.info import DataInfo
 from raydp_synth.privacy.calibration import MechanismSpec, PlanPrice, calibrate_plan
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
@@ -59,7 +59,7 @@ class Method(ABC):
     """A DP image-synthesis method. See the module docstring for the contract."""
 
     name: ClassVar[str]
-    config_class: ClassVar[type]
+    config_class: ClassVar[type[MethodConfig]]
     metric_allowlist: ClassVar[frozenset[str]]
     #: Public-data declarations a method uses when the user gives no ``--public``,
     #: by dataset spec (only for public embedded data, documented in the README).

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import torch
 
+from raydp_synth.config import MethodConfig
 from raydp_synth.data import DataInfo, ImageDataset, load_training_data
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method, method_names
@@ -175,6 +176,20 @@ def test_requires_public_says_whether_the_method_refuses_data_without_public_rec
         assert "\n" not in str(err.value)
     else:
         method.make_config(method.smoke_settings, _info(train, None))
+
+
+@pytest.mark.parametrize("name", method_names())
+def test_config_follows_the_named_base(name: str) -> None:
+    """Every config is a frozen :class:`MethodConfig` (``image_size``, ``seed``), and
+    ``make_config`` takes the image size from the data."""
+    method = get_method(name)
+    assert issubclass(method.config_class, MethodConfig)
+    info = DataInfo(num_records=240, image_size=16, channels=1, num_classes=10,
+                    public_records=60 if method.requires_public else 0)
+    config = method.make_config(dict(method.smoke_settings), info)
+    assert (config.image_size, config.seed) == (16, 0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.seed = 1  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("name", method_names())

@@ -7,14 +7,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from raydp_synth.config import require_betas, require_positive
+from raydp_synth.config import MethodConfig, require_betas, require_positive
 from raydp_synth.errors import ConfigError
 
 __all__ = ["WGANGPConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class WGANGPConfig:
+class WGANGPConfig(MethodConfig):
     """A WGAN-GP whose critic is trained by DP-SGD (search-space keys).
 
     Attributes:
@@ -32,7 +32,6 @@ class WGANGPConfig:
         seed: public seed of initialisation and synthetic draws.
     """
 
-    image_size: int
     capacity: int = 16
     latent_dim: int = 128
     batch_size: int = 64
@@ -44,7 +43,6 @@ class WGANGPConfig:
     lr_g: float = 2e-3
     beta1: float = 0.5
     beta2: float = 0.9
-    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.image_size < 8 or self.image_size & (self.image_size - 1):

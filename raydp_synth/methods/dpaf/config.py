@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from raydp_synth.config import require_positive
+from raydp_synth.config import MethodConfig, require_positive
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.dpaf.networks import Architecture, LayerSplit
 
@@ -13,7 +13,7 @@ __all__ = ["DPAFConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class DPAFConfig:
+class DPAFConfig(MethodConfig):
     """Hyperparameters of one privacy-corrected DPAF run.
 
     The defaults are the best private configuration measured on the embedded digits
@@ -69,7 +69,6 @@ class DPAFConfig:
             and noise use the run's secret seed, never this one).
     """
 
-    image_size: int
     layer_split: str = "C1-C1-x"
     base_width: int = 4
     g_base_width: int | None = 32
@@ -92,7 +91,6 @@ class DPAFConfig:
     aggregation: str = "class"
     generator_loss: str = "aggregate"
     g_smoothness: float = 1.0
-    seed: int = 0
 
     def __post_init__(self) -> None:
         LayerSplit.parse(self.layer_split)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from raydp_synth.config import require_positive
+from raydp_synth.config import MethodConfig, require_positive
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.components.dpgan_config import DPGANConfig
 from raydp_synth.methods.components.wgan_config import WGANGPConfig
@@ -14,7 +14,7 @@ __all__ = ["PrivImageDConfig", "PrivImageGConfig", "SemanticQueryConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class SemanticQueryConfig:
+class SemanticQueryConfig(MethodConfig):
     """What both PrivImage variants share: the semantic query and the selection of
     the public pre-training set.
 
@@ -100,7 +100,6 @@ class PrivImageDConfig(SemanticQueryConfig):
         seed: public seed.
     """
 
-    image_size: int
     pretrain_iters: int = 3000
     pretrain_lr: float = 1e-3
     width: int = 16
@@ -111,7 +110,6 @@ class PrivImageDConfig(SemanticQueryConfig):
     lr: float = 5e-4
     diffusion_steps: int = 1000
     sample_steps: int = 50
-    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.image_size < 8 or self.image_size % 4:
