@@ -39,8 +39,10 @@ def _plan(name: str, epsilon: float) -> dict:
     }
 
 
-def test_every_method_is_pinned() -> None:
-    assert {key.split("@")[0] for key in PINNED} == set(method_names())
+def test_pinned_methods_are_registered() -> None:
+    """A pin of a renamed or removed method would pin nothing: refuse it. (A new method
+    needs no pin; add one once its plan should stay put.)"""
+    assert {key.split("@")[0] for key in PINNED} <= set(method_names())
 
 
 @pytest.mark.parametrize("key", sorted(PINNED))

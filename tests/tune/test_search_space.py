@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import fnmatch
 import pickle
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -125,8 +126,17 @@ def test_every_method_ships_its_default_space_as_package_data(method: str) -> No
     data = PUBLIC_DIGITS if m.requires_public else DIGITS
     space = load_search_space(None, method, data)
     assert space.method == method and space.path == file
+
+
+def test_the_readme_table_of_defaults_names_real_files() -> None:
+    """Each row of search_spaces/README.md's table names a registered method and its
+    packaged default (a method needs no row: adding one is one folder)."""
     readme = (REPO / "search_spaces" / "README.md").read_text()
-    assert f"| `{method}` | `{file.relative_to(REPO)}` |" in readme
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \| `([^`]+)` \|$", readme, flags=re.M)
+    assert rows
+    for method, path in rows:
+        assert method in method_names()
+        assert Path(str(get_method(method).search_space_file())) == REPO / path
 
 
 def test_search_spaces_folder_holds_examples_not_copies_of_the_defaults() -> None:
