@@ -36,7 +36,9 @@ class BudgetAwareSearch(Searcher):
                               **spec: Any) -> bool:
         return self.inner.set_search_properties(metric, mode, config, **spec)
 
-    def suggest(self, trial_id: str) -> dict | str | None:
+    # Ray's Searcher.suggest may return Searcher.FINISHED (a str), though its
+    # annotation says dict | None.
+    def suggest(self, trial_id: str) -> dict | str | None:  # type: ignore[override]
         status = ray.get(get_accountant(self.study_name).status.remote())
         if not status["can_grant"]:
             if status.get("ledger_error"):

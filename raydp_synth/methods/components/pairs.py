@@ -69,7 +69,10 @@ def critic_record_grads(
         penalty = (torch.sqrt((slope**2).sum() + 1e-12) - 1) ** 2
         return -score + gp_weight * penalty
 
-    onehot = torch.nn.functional.one_hot(labels, critic.num_classes).to(real.dtype)
+    num_classes = getattr(critic, "num_classes", None)
+    if not isinstance(num_classes, int):
+        raise TypeError(f"the critic {type(critic).__name__} declares no integer num_classes")
+    onehot = torch.nn.functional.one_hot(labels, num_classes).to(real.dtype)
     return functional_record_grads(critic, record_loss, real, onehot, partners, mix)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 
 import torch
 from opacus import GradSampleModule
@@ -63,6 +64,16 @@ METRIC_ALLOWLIST = frozenset(
         "g_loss",
     }
 )
+
+
+def _plus(synthetic: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Post-processing of a release: add the gradient of the synthetic term."""
+
+    def add(released: torch.Tensor) -> torch.Tensor:
+        return released.to(synthetic) + synthetic
+
+    return add
+
 
 
 class _DPAFRun:
@@ -212,7 +223,7 @@ class _DPAFRun:
                 synthetic_flat = torch.cat([g.flatten() for g in synthetic])
                 dp_sgd_step(ctx, CONV2, conv2_noise_free, conv2_params, opt_conv2,
                             expected_batch_size=conv2_divisor,
-                            post=lambda released, s=synthetic_flat: released.to(s) + s)
+                            post=_plus(synthetic_flat))
                 reporter.released(CONV2)
 
             # 4. G every n_critic iterations, on synthetic records only.

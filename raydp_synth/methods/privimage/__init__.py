@@ -193,6 +193,9 @@ class PrivImageD(_PrivImage):
                rng: torch.Generator) -> torch.Tensor:
         """DDIM with ``sample_steps`` steps (the release's generator is the denoiser)."""
         labels = labels if config.conditional else torch.zeros_like(labels)
-        shape = (generator.inp.in_channels, config.image_size, config.image_size)
+        inp = generator.get_submodule("inp")
+        if not isinstance(inp, torch.nn.Conv2d):
+            raise TypeError(f"the denoiser's input layer is {type(inp).__name__}, not a Conv2d")
+        shape = (inp.in_channels, config.image_size, config.image_size)
         return ddim_sample(generator, DDPMSchedule(config.diffusion_steps), labels, shape=shape,
                            steps=config.sample_steps, rng=rng)

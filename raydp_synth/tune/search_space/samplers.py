@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import optuna
 
@@ -31,6 +32,9 @@ def make_sampler(
     Raises:
         ConfigError: unknown kind.
     """
+    # Optuna hands the seed to NumPy's RandomState, which also takes a list of words;
+    # its annotation says int only.
+    seed = cast(int, seed)
     if kind == "tpe":
         if n_startup_trials is None:
             return optuna.samplers.TPESampler(seed=seed)
