@@ -59,7 +59,7 @@ def _direct_worker(rank: int, world: int, epochs: float, port: int, out: str,
     data = DataInfo(num_records=len(train), image_size=16, channels=1, num_classes=10)
     method = get_method("dpaf")
     config = method.make_config({"epochs": epochs}, data)
-    plan = method.plan(config, epsilon=EPSILON, delta=1e-5, data=data,
+    plan = method.plan(config, target_epsilon=EPSILON, delta=1e-5, data=data,
                        score_share=DEFAULT_SCORE_SHARE)
     states: list[dict] = []
     ctx = WorkerContext(

@@ -41,7 +41,7 @@ def main() -> None:
                     channels=train.image_shape[0], num_classes=train.num_classes)
     method = get_method(args.method)
     config = method.make_config({}, data)
-    plan = method.plan(config, epsilon=args.trial_epsilon, delta=args.delta, data=data,
+    plan = method.plan(config, target_epsilon=args.trial_epsilon, delta=args.delta, data=data,
                        score_share=DEFAULT_SCORE_SHARE)
     event, trial_eps = plan.event(), plan.epsilon()
     rows = []

@@ -104,7 +104,7 @@ class Method(ABC):
         self,
         config: Any,
         *,
-        epsilon: float,
+        target_epsilon: float,
         delta: float,
         data: DataInfo,
         score_share: float = 0.0,
@@ -113,15 +113,16 @@ class Method(ABC):
         """The calibrated privacy plan of one run; reads no sensitive data.
 
         Args:
+            target_epsilon, delta: the budget the plan is calibrated to.
             score_share: fraction of the budget for the private selection score
                 (a ``Gaussian(sigma_score)`` release, docs/budget-pricing.md,
                 section 5); 0 when the run scores on public data or not at all.
-            price: what must stay <= epsilon (default: the plan's own epsilon; a
+            price: what must stay <= target_epsilon (default: the plan's own epsilon; a
                 study prices the plan within the whole search, see
                 :func:`~raydp_synth.privacy.calibration.calibrate_plan`).
         """
         specs = with_score_mechanism(self.schedule(config, data), score_share)
-        return calibrate_plan(specs, epsilon=epsilon, delta=delta, price=price)
+        return calibrate_plan(specs, target_epsilon=target_epsilon, delta=delta, price=price)
 
     def non_private_plan(
         self, config: Any, *, delta: float, data: DataInfo, score: bool = True

@@ -145,32 +145,32 @@ PlanPrice = Callable[[PrivacyPlan, "Sequence[float] | None"], float]
 def calibrate_plan(
     specs: Sequence[MechanismSpec],
     *,
-    epsilon: float,
+    target_epsilon: float,
     delta: float,
     rtol: float = 2e-3,
     price: PlanPrice | None = None,
 ) -> PrivacyPlan:
-    """Calibrate every mechanism so that the composed plan is (epsilon, delta)-DP.
+    """Calibrate every mechanism so that the composed plan is (target_epsilon, delta)-DP.
 
     Args:
         specs: the mechanisms and their relative budget weights.
-        epsilon, delta: the target.
+        target_epsilon, delta: the target.
         rtol: relative precision of the budget use.
-        price: what must stay <= ``epsilon``, as a function of a candidate plan and
+        price: what must stay <= ``target_epsilon``, as a function of a candidate plan and
             of RDP orders (None: dp-accounting's default grid, used for the final
             check). Default: the plan's own epsilon. A tuner passes e.g. the epsilon
             of the study's granted plans composed with copies of this one. It must
             be non-decreasing in the budget scale (true of every epsilon).
 
     Returns:
-        A plan with ``price(plan, None) <= epsilon``, using at least ``1 - rtol`` of
+        A plan with ``price(plan, None) <= target_epsilon``, using at least ``1 - rtol`` of
         the budget when the split allows it.
 
     Raises:
         ConfigError: invalid budget, or a mechanism that cannot meet its share.
     """
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigError(f"the privacy budget's epsilon {epsilon} must be a finite number > 0")
+    if not (math.isfinite(target_epsilon) and target_epsilon > 0):
+        raise ConfigError(f"the privacy budget's epsilon {target_epsilon} must be a finite number > 0")
     if not specs:
         raise ConfigError("a privacy plan needs at least one mechanism")
     if price is None:
@@ -181,11 +181,11 @@ def calibrate_plan(
 
     def plan_at(scale: float) -> tuple[PrivacyPlan, float]:
         mechanisms = tuple(
-            _calibrate_one(s, scale * s.share / total_share * epsilon, delta, rtol / 4, g)
+            _calibrate_one(s, scale * s.share / total_share * target_epsilon, delta, rtol / 4, g)
             for s, g in zip(specs, guesses, strict=True)
         )
         guesses[:] = [m.noise_multiplier for m in mechanisms]
-        plan = PrivacyPlan(mechanisms=mechanisms, delta=delta, target_epsilon=epsilon)
+        plan = PrivacyPlan(mechanisms=mechanisms, delta=delta, target_epsilon=target_epsilon)
         value = price(plan, CALIBRATION_ORDERS)
         return plan, value if not math.isnan(value) else math.inf  # NaN: infeasible
 
@@ -193,26 +193,26 @@ def calibrate_plan(
     # price, scale 1 is feasible (composition never exceeds the sum of the shares)
     # and scale len(specs) is the first upper end tried.
     lo, (best, eps_lo) = 1.0, plan_at(1.0)
-    if eps_lo > epsilon:
+    if eps_lo > target_epsilon:
         hi, eps_hi = lo, eps_lo
-        while eps_lo > epsilon:
+        while eps_lo > target_epsilon:
             if lo < 1e-6:
-                raise ConfigError(f"cannot fit the plan into epsilon={epsilon:g}")
+                raise ConfigError(f"cannot fit the plan into epsilon={target_epsilon:g}")
             hi, eps_hi = lo, eps_lo
             lo = lo / 4
             best, eps_lo = plan_at(lo)
     else:
         hi = float(max(2, len(specs)))
         plan_hi, eps_hi = plan_at(hi)
-        while eps_hi <= epsilon and hi < 1e6:
+        while eps_hi <= target_epsilon and hi < 1e6:
             lo, best, eps_lo = hi, plan_hi, eps_hi
             hi = hi * 4
             plan_hi, eps_hi = plan_at(hi)
     # Illinois (bracketed secant) on log(scale).
-    f_lo, f_hi = eps_lo - epsilon, eps_hi - epsilon
+    f_lo, f_hi = eps_lo - target_epsilon, eps_hi - target_epsilon
     side = 0
     for _ in range(40):
-        if f_hi <= 0 or -f_lo <= rtol * epsilon or hi / lo <= 1 + rtol:
+        if f_hi <= 0 or -f_lo <= rtol * target_epsilon or hi / lo <= 1 + rtol:
             break
         u_lo, u_hi = math.log(lo), math.log(hi)
         if math.isfinite(f_hi):
@@ -221,14 +221,14 @@ def calibrate_plan(
             mid = math.sqrt(lo * hi)
         mid = min(max(mid, lo * (1 + rtol / 4)), hi / (1 + rtol / 4))
         candidate, eps_mid = plan_at(mid)
-        if eps_mid <= epsilon:
-            lo, f_lo, best = mid, eps_mid - epsilon, candidate
+        if eps_mid <= target_epsilon:
+            lo, f_lo, best = mid, eps_mid - target_epsilon, candidate
             f_hi = f_hi / 2 if side == -1 else f_hi
             side = -1
         else:
-            hi, f_hi = mid, eps_mid - epsilon
+            hi, f_hi = mid, eps_mid - target_epsilon
             f_lo = f_lo / 2 if side == 1 else f_lo
             side = 1
-    if price(best, None) > epsilon:  # the stated (default-grid) value: never trust
-        raise ConfigError(f"calibration overshot epsilon={epsilon:g}; this is a bug")
+    if price(best, None) > target_epsilon:  # the stated (default-grid) value: never trust
+        raise ConfigError(f"calibration overshot epsilon={target_epsilon:g}; this is a bug")
     return best

@@ -268,7 +268,7 @@ def _run_training(request: TrainRequest) -> RunResult:
         plan = method.non_private_plan(config, delta=request.delta, data=data,
                                        score=not score_split.public)
     else:
-        plan = method.plan(config, epsilon=request.epsilon, delta=request.delta, data=data,
+        plan = method.plan(config, target_epsilon=request.epsilon, delta=request.delta, data=data,
                            score_share=score_share)
     _check_out(request.out.resolve())  # before starting Ray: cheap checks first
     from raydp_synth.runtime.ray_session import ensure_ray

@@ -43,7 +43,7 @@ def _plan_priced(
     config: Any,
     data: DataInfo,
     *,
-    budget_epsilon: float,
+    target_epsilon: float,
     delta: float,
     score_share: float,
     event_of: Callable[[dpa.DpEvent], dpa.DpEvent],
@@ -54,7 +54,7 @@ def _plan_priced(
     def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
         return epsilon_of(event_of(plan.event()), delta=delta, orders=orders)
 
-    plan = method.plan(config, epsilon=budget_epsilon, delta=delta, data=data,
+    plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
                        score_share=score_share, price=price)
     return replace(plan, target_epsilon=plan.epsilon())
 
@@ -64,7 +64,7 @@ def plan_for_compose(
     config: Any,
     data: DataInfo,
     *,
-    budget_epsilon: float,
+    target_epsilon: float,
     delta: float,
     granted: Sequence[dpa.DpEvent],
     remaining_trials: int,
@@ -74,7 +74,7 @@ def plan_for_compose(
     copies = max(1, remaining_trials)
     prefix = list(granted)
     return _plan_priced(
-        method, config, data, budget_epsilon=budget_epsilon, delta=delta,
+        method, config, data, target_epsilon=target_epsilon, delta=delta,
         score_share=score_share,
         event_of=lambda e: dpa.ComposedDpEvent([*prefix, dpa.SelfComposedDpEvent(e, copies)]),
     )
@@ -85,7 +85,7 @@ def reference_plan(
     config: Any,
     data: DataInfo,
     *,
-    budget_epsilon: float,
+    target_epsilon: float,
     delta: float,
     mean_trials: float,
     shape: float,
@@ -93,7 +93,7 @@ def reference_plan(
 ) -> PrivacyPlan:
     """E_ref: the plan of ``config`` whose random-stopping total meets the budget."""
     return _plan_priced(
-        method, config, data, budget_epsilon=budget_epsilon, delta=delta,
+        method, config, data, target_epsilon=target_epsilon, delta=delta,
         score_share=score_share,
         event_of=lambda e: dp_event.RepeatAndSelectDpEvent(e, mean_trials, shape),
     )
@@ -118,7 +118,7 @@ def plan_dominated_by(
     def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
         return dominance_ratio(plan.event(), reference) / margin
 
-    plan = method.plan(config, epsilon=1.0, delta=delta, data=data, score_share=score_share,
+    plan = method.plan(config, target_epsilon=1.0, delta=delta, data=data, score_share=score_share,
                        price=price)
     eps = plan.epsilon()
     if not math.isfinite(eps):  # a trial must state a finite epsilon to be granted

@@ -254,7 +254,7 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
     default = method.make_config({**space.fixed, "seed": request.seed}, data)
     reference = None
     if request.selection == "random-stopping":
-        reference = reference_plan(method, default, data, budget_epsilon=request.epsilon,
+        reference = reference_plan(method, default, data, target_epsilon=request.epsilon,
                                    delta=request.delta, mean_trials=float(request.trials),
                                    shape=shape, score_share=score_share)
     for note in space.notes:

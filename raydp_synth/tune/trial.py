@@ -63,7 +63,7 @@ def _plan(study: StudySettings, method: Any, config: Any, accountant: Any) -> An
     if study.selection == "compose":
         granted = [event_from_json(e) for e in ray.get(accountant.granted_events.remote())]
         return plan_for_compose(
-            method, config, study.data, budget_epsilon=study.epsilon, delta=study.delta,
+            method, config, study.data, target_epsilon=study.epsilon, delta=study.delta,
             granted=granted, remaining_trials=study.trials - len(granted),
             score_share=study.score_share,
         )

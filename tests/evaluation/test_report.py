@@ -62,7 +62,7 @@ def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("eval") / "run"
     method = get_method("dpaf")
     config = method.make_config({}, INFO)
-    plan = method.plan(config.__class__(**{**config.__dict__, "epochs": 5.0}), epsilon=5.0,
+    plan = method.plan(config.__class__(**{**config.__dict__, "epochs": 5.0}), target_epsilon=5.0,
                        delta=1e-5, data=INFO, score_share=0.05)
     torch.manual_seed(0)
     module = method.build_generator(config, INFO)

@@ -27,8 +27,8 @@ DIGITS = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
 def dpaf_plans():
     method = get_method("dpaf")
     config = method.make_config({"epochs": 20}, DIGITS)
-    with_score = method.plan(config, epsilon=5.0, delta=1e-5, data=DIGITS, score_share=0.05)
-    without = method.plan(config, epsilon=5.0, delta=1e-5, data=DIGITS)
+    with_score = method.plan(config, target_epsilon=5.0, delta=1e-5, data=DIGITS, score_share=0.05)
+    without = method.plan(config, target_epsilon=5.0, delta=1e-5, data=DIGITS)
     return with_score, without
 
 

@@ -30,7 +30,7 @@ def test_loop_runs_its_plan_and_reports_only_safe_keys(
     config = DPAF.make_config({"epochs": 0.5, "classifier_epochs": 0.1, "batch_size": 256, "mu": 2,
                                "aggregation": aggregation, "generator_loss": generator_loss,
                                "g_smoothness": g_smoothness}, info)
-    plan = DPAF.plan(config, epsilon=5.0, delta=1e-5, data=info)
+    plan = DPAF.plan(config, target_epsilon=5.0, delta=1e-5, data=info)
     reports, states = run_loop(DPAF, config, plan, info, train)
     assert all(set(r) <= DPAF.metric_allowlist for r in reports)
     assert {r["phase"] for r in reports} == {1, 2}
@@ -42,7 +42,7 @@ def test_loop_runs_its_plan_and_reports_only_safe_keys(
 
 def test_spent_epsilon_grows_to_the_plans(digits) -> None:
     _, info = digits
-    plan = DPAF.plan(DPAF.make_config({"epochs": 2, "base_width": 8}, info), epsilon=3.0, delta=1e-5, data=info)
+    plan = DPAF.plan(DPAF.make_config({"epochs": 2, "base_width": 8}, info), target_epsilon=3.0, delta=1e-5, data=info)
     full = {m.name: m.num_steps for m in plan.mechanisms}
     half = {k: v // 2 for k, v in full.items()}
     assert plan.spent_epsilon({}) == 0.0

@@ -24,7 +24,7 @@ SMALL = {"epochs": 4, "classifier_epochs": 1, "base_width": 8}
 @pytest.fixture(scope="module")
 def plan_and_config():
     config = DPAF.make_config(SMALL, DIGITS)
-    return DPAF.plan(config, epsilon=5.0, delta=1e-5, data=DIGITS), config
+    return DPAF.plan(config, target_epsilon=5.0, delta=1e-5, data=DIGITS), config
 
 
 def test_plan_structure(plan_and_config) -> None:
@@ -77,13 +77,13 @@ def test_dpagg_noise_has_std_sigma3_sqrt_m_p(plan_and_config) -> None:
 def test_mu_larger_than_the_run_is_refused() -> None:
     config = DPAF.make_config({"epochs": 0.1, "mu": 50}, DIGITS)
     with pytest.raises(ConfigError, match="mu=50"):
-        DPAF.plan(config, epsilon=1.0, delta=1e-5, data=DIGITS)
+        DPAF.plan(config, target_epsilon=1.0, delta=1e-5, data=DIGITS)
 
 
 def test_batch_larger_than_dataset_is_refused() -> None:
     config = DPAF.make_config({"batch_size": 5000}, DIGITS)
     with pytest.raises(ConfigError, match="batch_size"):
-        DPAF.plan(config, epsilon=1.0, delta=1e-5, data=DIGITS)
+        DPAF.plan(config, target_epsilon=1.0, delta=1e-5, data=DIGITS)
 
 
 @pytest.mark.parametrize(("values", "match"), [
@@ -101,8 +101,8 @@ def test_bad_configs(values: dict, match: str) -> None:
 def test_generator_width_costs_no_privacy() -> None:
     narrow = DPAF.make_config({**SMALL, "g_base_width": None}, DIGITS)  # G as wide as D
     wide = DPAF.make_config({**SMALL, "g_base_width": 64}, DIGITS)
-    plan_narrow = DPAF.plan(narrow, epsilon=5.0, delta=1e-5, data=DIGITS)
-    plan_wide = DPAF.plan(wide, epsilon=5.0, delta=1e-5, data=DIGITS)
+    plan_narrow = DPAF.plan(narrow, target_epsilon=5.0, delta=1e-5, data=DIGITS)
+    plan_wide = DPAF.plan(wide, target_epsilon=5.0, delta=1e-5, data=DIGITS)
     assert plan_narrow.mechanisms == plan_wide.mechanisms
     g_narrow, g_wide = DPAF.build_generator(narrow, DIGITS), DPAF.build_generator(wide, DIGITS)
     assert sum(p.numel() for p in g_wide.parameters()) > 4 * sum(p.numel() for p in g_narrow.parameters())

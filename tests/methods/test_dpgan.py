@@ -62,7 +62,7 @@ def test_k_groups_cost_one_gaussian_of_multiplier_sigma_over_sqrt_k() -> None:
 def test_calibrated_plan_meets_its_target_with_k_groups() -> None:
     for groups in (1, 2, 5):
         config = DPGAN.make_config({"groups": groups, "epochs": 5}, PUBLIC_INFO)
-        plan = DPGAN.plan(config, epsilon=3.0, delta=1e-5, data=PUBLIC_INFO)
+        plan = DPGAN.plan(config, target_epsilon=3.0, delta=1e-5, data=PUBLIC_INFO)
         assert 0.99 * 3.0 <= plan.epsilon() <= 3.0
         assert plan.mechanism("critic").sensitivity == pytest.approx(math.sqrt(groups))
 

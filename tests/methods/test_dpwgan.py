@@ -22,7 +22,7 @@ INFO = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
 def test_plan_is_one_poisson_subsampled_gaussian_of_the_critic() -> None:
     method = get_method("dpwgan")
     config = method.make_config({"batch_size": 256, "epochs": 10, "clip": 0.5}, INFO)
-    plan = method.plan(config, epsilon=4.0, delta=1e-5, data=INFO)
+    plan = method.plan(config, target_epsilon=4.0, delta=1e-5, data=INFO)
     (critic,) = plan.mechanisms
     q = 256 / 1442
     assert critic.name == "critic" and critic.sample_rate == pytest.approx(q)

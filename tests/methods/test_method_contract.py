@@ -101,7 +101,7 @@ def _run_audited(name: str, values: dict[str, Any], with_public: bool, digits: A
     info = _info(train, public)
     method = get_method(name)
     config = method.make_config(values, info)
-    plan = method.plan(config, epsilon=3.0, delta=1e-5, data=info)
+    plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=info)
     auditor = NeighbourAuditor(plan)
     reports, states = run_loop(method, config, plan, info, train, public, auditor=auditor)
     return plan, auditor, reports, states
@@ -150,7 +150,7 @@ def test_released_generator_buffers_ignore_real_labels(name: str, digits) -> Non
         info = _info(split, pub)
         config = method.make_config({**method.smoke_settings, **NO_G_STEP[name],
                                      "batch_size": 120}, info)
-        plan = method.plan(config, epsilon=3.0, delta=1e-5, data=info)
+        plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=info)
         _, states = run_loop(method, config, plan, info, split, pub)
         generator = states[-1]["generator"]
         named = {k: v for k, v in generator.items() if "running" in k or "num_batches" in k}
@@ -217,7 +217,7 @@ def _smoke_run(name: str, digits, *, seed: int = 0, dp_seed: int = 1):
     train, public = digits[0], (digits[1] if method.requires_public else None)
     info = _info(train, public)
     config = method.make_config({**method.smoke_settings, "seed": seed}, info)
-    plan = method.plan(config, epsilon=3.0, delta=1e-5, data=info)
+    plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=info)
     _, states = run_loop(method, config, plan, info, train, public, dp_seed=dp_seed)
     return method, config, info, states
 

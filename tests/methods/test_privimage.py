@@ -50,7 +50,7 @@ def test_plan_is_the_one_shot_query_composed_with_the_fine_tuning(digits) -> Non
     Gaussian fine-tuning steps (+ the selection score), as dp-accounting prices it."""
     _, _, info = digits
     config = PRIVIMAGE.make_config({"k1": 3, "query_share": 0.1, "epochs": 5}, info)
-    plan = PRIVIMAGE.plan(config, epsilon=4.0, delta=1e-5, data=info, score_share=0.05)
+    plan = PRIVIMAGE.plan(config, target_epsilon=4.0, delta=1e-5, data=info, score_share=0.05)
     query, critic = plan.mechanism(SEMANTIC_QUERY), plan.mechanism("critic")
     assert query.sample_rate is None and query.num_steps == 1
     assert query.sensitivity == pytest.approx(math.sqrt(3))
@@ -71,7 +71,7 @@ def test_query_noise_is_the_plans_multiplier_times_sqrt_k1(digits) -> None:
     from the plan's semantic_query mechanism (the one source of the noise)."""
     train, public, info = digits
     config = PRIVIMAGE.make_config({"k1": 4, "query_share": 0.2}, info)
-    plan = PRIVIMAGE.plan(config, epsilon=2.0, delta=1e-5, data=info)
+    plan = PRIVIMAGE.plan(config, target_epsilon=2.0, delta=1e-5, data=info)
     empty = ImageDataset(images=train.images[:0], labels=train.labels[:0], num_classes=10,
                          name="empty")
     query = SemanticQuery(public)
@@ -119,7 +119,7 @@ def test_selection_is_deterministic_post_processing_of_the_noisy_histogram(digit
 def test_diffusion_plan_is_the_query_composed_with_the_denoiser_steps(digits) -> None:
     _, _, info = digits
     config = DIFFUSION.make_config({"k1": 2, "epochs": 3, "query_share": 0.1}, info)
-    plan = DIFFUSION.plan(config, epsilon=3.0, delta=1e-5, data=info)
+    plan = DIFFUSION.plan(config, target_epsilon=3.0, delta=1e-5, data=info)
     query, denoiser = plan.mechanism(SEMANTIC_QUERY), plan.mechanism("denoiser")
     assert query.sensitivity == pytest.approx(math.sqrt(2)) and denoiser.sensitivity == config.clip
     direct = dpa.ComposedDpEvent([
@@ -161,7 +161,7 @@ def test_diffusion_loop_runs_its_plan_and_samples_with_ddim(digits) -> None:
     train, public, info = digits
     config = DIFFUSION.make_config({"epochs": 0.3, "width": 8, "multiplicity": 2,
                                     "pretrain_iters": 3, "sample_steps": 5}, info)
-    plan = DIFFUSION.plan(config, epsilon=5.0, delta=1e-5, data=info)
+    plan = DIFFUSION.plan(config, target_epsilon=5.0, delta=1e-5, data=info)
     reports, states = run_loop(DIFFUSION, config, plan, info, train, public)
     assert all(set(r) <= DIFFUSION.metric_allowlist for r in reports)
     assert states[-1]["steps"] == {m.name: m.num_steps for m in plan.mechanisms}
@@ -175,7 +175,7 @@ def test_diffusion_loop_runs_its_plan_and_samples_with_ddim(digits) -> None:
 
 
 def _selection_context(config, info, train, public, lines: list[str]) -> WorkerContext:
-    plan = DIFFUSION.plan(config, epsilon=10.0, delta=1e-5, data=info)
+    plan = DIFFUSION.plan(config, target_epsilon=10.0, delta=1e-5, data=info)
     return WorkerContext(config=config, plan=plan, data=info, train=train, rank=0, world_size=1,
                          device=torch.device("cpu"), noise_generator=torch.Generator().manual_seed(0),
                          report=lambda m, s: None, log=lines.append, dp_seed=1, public=public)

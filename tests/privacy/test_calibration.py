@@ -63,7 +63,7 @@ def _specs(shares: tuple[float, float, float]) -> list[MechanismSpec]:
 
 @pytest.mark.parametrize("epsilon", [1.0, 10.0])
 def test_plan_uses_the_budget_without_exceeding_it(epsilon: float) -> None:
-    plan = calibrate_plan(_specs((0.1, 0.6, 0.3)), epsilon=epsilon, delta=1e-5)
+    plan = calibrate_plan(_specs((0.1, 0.6, 0.3)), target_epsilon=epsilon, delta=1e-5)
     stated = plan.epsilon()
     assert stated <= epsilon
     assert stated >= 0.98 * epsilon
@@ -76,8 +76,8 @@ def test_plan_uses_the_budget_without_exceeding_it(epsilon: float) -> None:
 
 
 def test_larger_share_means_less_noise() -> None:
-    small = calibrate_plan(_specs((0.1, 0.6, 0.3)), epsilon=5.0, delta=1e-5)
-    large = calibrate_plan(_specs((0.1, 0.3, 0.6)), epsilon=5.0, delta=1e-5)
+    small = calibrate_plan(_specs((0.1, 0.6, 0.3)), target_epsilon=5.0, delta=1e-5)
+    large = calibrate_plan(_specs((0.1, 0.3, 0.6)), target_epsilon=5.0, delta=1e-5)
     assert large.mechanism("c").noise_multiplier < small.mechanism("c").noise_multiplier
     assert large.mechanism("b").noise_multiplier > small.mechanism("b").noise_multiplier
 
@@ -85,7 +85,7 @@ def test_larger_share_means_less_noise() -> None:
 @pytest.mark.parametrize("epsilon", [0.0, -1.0, math.inf, math.nan])
 def test_invalid_epsilon(epsilon: float) -> None:
     with pytest.raises(ConfigError, match="epsilon"):
-        calibrate_plan(_specs((1, 1, 1)), epsilon=epsilon, delta=1e-5)
+        calibrate_plan(_specs((1, 1, 1)), target_epsilon=epsilon, delta=1e-5)
 
 
 def test_delta_must_be_below_one_over_n() -> None:
@@ -104,7 +104,7 @@ def test_plan_calibrated_against_a_custom_price_meets_it_tightly() -> None:
         event = dpa.ComposedDpEvent([prefix, dpa.SelfComposedDpEvent(plan.event(), copies)])
         return epsilon_of(event, delta=delta, orders=orders)
 
-    plan = calibrate_plan(_specs((1.0, 1.0, 1.0)), epsilon=target, delta=delta, price=price)
+    plan = calibrate_plan(_specs((1.0, 1.0, 1.0)), target_epsilon=target, delta=delta, price=price)
     assert 0.99 * target <= price(plan, None) <= target
     # Scale < 1 was needed: one copy alone gets well below the target.
     assert plan.epsilon() < 0.75 * target

@@ -27,7 +27,7 @@ INFO = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10, pub
 
 def _plan(name: str, epsilon: float) -> dict:
     method = get_method(name)
-    plan = method.plan(method.make_config({}, INFO), epsilon=epsilon, delta=1e-5, data=INFO,
+    plan = method.plan(method.make_config({}, INFO), target_epsilon=epsilon, delta=1e-5, data=INFO,
                        score_share=DEFAULT_SCORE_SHARE)
     return {
         "mechanisms": [

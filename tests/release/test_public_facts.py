@@ -33,7 +33,7 @@ def _default_dpaf_plan():
     """DPAF's default configuration planned at the CLI's default budget."""
     method = get_method("dpaf")
     config = method.make_config({}, INFO)
-    return method.plan(config, epsilon=10.0, delta=1e-5, data=INFO,
+    return method.plan(config, target_epsilon=10.0, delta=1e-5, data=INFO,
                        score_share=DEFAULT_SCORE_SHARE)
 
 

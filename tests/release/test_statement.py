@@ -23,7 +23,7 @@ def _config():
 
 def test_statement_prices_the_whole_plan_including_the_score() -> None:
     method, config = _config()
-    plan = method.plan(config, epsilon=3.0, delta=1e-5, data=INFO, score_share=0.1)
+    plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=INFO, score_share=0.1)
     statement = json.loads(json.dumps(privacy_statement(plan, scope="run", dataset="digits")))
     event = event_from_json(statement["plan"]["event"])
     assert statement["epsilon"] == pytest.approx(epsilon_of(event, delta=1e-5), rel=1e-12)

@@ -19,7 +19,7 @@ def _context(public_seed: int, dp_seed: int, *, drop: int | None = None) -> Work
     method = get_method("dpaf")
     config = method.make_config({"seed": public_seed, "base_width": 4, "epochs": 2, "batch_size": 32,
                                  "classifier_epochs": 1}, INFO)
-    plan = method.plan(config, epsilon=5.0, delta=1e-5, data=INFO)
+    plan = method.plan(config, target_epsilon=5.0, delta=1e-5, data=INFO)
     keep = np.arange(200) != drop
     data = ImageDataset(images=IMAGES[keep], labels=(np.arange(200) % 10)[keep], num_classes=10,
                         name="noise")

@@ -31,7 +31,7 @@ def _settings(tmp_path: Path, **changes: Any) -> StudySettings:
 
 def _reference_event() -> Any:
     dpaf = get_method("dpaf")
-    return reference_plan(dpaf, dpaf.make_config({}, DIGITS), DIGITS, budget_epsilon=5.0,
+    return reference_plan(dpaf, dpaf.make_config({}, DIGITS), DIGITS, target_epsilon=5.0,
                           delta=1e-5, mean_trials=3.0, shape=1.0, score_share=0.2).event()
 
 
