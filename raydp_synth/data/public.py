@@ -180,8 +180,8 @@ def effective_public(method: Any, dataset: str, public: str | None) -> str | Non
         return public
     default = method.default_public.get(str(parse_dataset_spec(dataset)))
     if default is not None:
-        print(f"[raydp_synth] {method.name}: no --public given; using the documented default "
-              f"declaration --public {default} (see README)")
+        print(f"[raydp_synth] {method.name}: no public data declared; using the documented "
+              f"default declaration {default} (see README)")
     return default
 
 

@@ -63,6 +63,6 @@ def check_gpus(*, use_gpu: bool, gpus_per_trial: int, cluster_gpus: float) -> No
     a cluster (``RAY_ADDRESS``) may still scale up, so it is trusted."""
     if use_gpu and cluster_gpus < gpus_per_trial and not os.environ.get("RAY_ADDRESS"):
         raise ConfigError(
-            f"--use-gpu asks for {gpus_per_trial} GPU(s) but this machine's Ray has "
-            f"{cluster_gpus:g}; drop --use-gpu, use fewer workers, or submit to a GPU cluster"
+            f"the run asks for {gpus_per_trial} GPU(s) but this machine's Ray has "
+            f"{cluster_gpus:g}; train on CPUs, use fewer workers, or submit to a GPU cluster"
         )

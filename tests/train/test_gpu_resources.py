@@ -30,7 +30,7 @@ def test_too_few_gpus_are_refused_locally_but_trusted_on_a_cluster(monkeypatch) 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     check_gpus(use_gpu=False, gpus_per_trial=4, cluster_gpus=0)
     check_gpus(use_gpu=True, gpus_per_trial=2, cluster_gpus=2)
-    with pytest.raises(ConfigError, match="--use-gpu asks for 2 GPU"):
+    with pytest.raises(ConfigError, match="the run asks for 2 GPU"):
         check_gpus(use_gpu=True, gpus_per_trial=2, cluster_gpus=1)
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")  # an autoscaling cluster may grow
     check_gpus(use_gpu=True, gpus_per_trial=2, cluster_gpus=0)
@@ -48,7 +48,7 @@ def test_a_gpu_study_on_a_cpu_only_ray_is_one_clear_line(ray_local, capsys, tmp_
         run_cli(main, ["dpaf", "--use-gpu", "--storage", str(tmp_path), "--name", "gpu"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: --use-gpu asks for 1 GPU") and "\n" not in err
+    assert err.startswith("error: the run asks for 1 GPU") and "\n" not in err
     assert not any(tmp_path.iterdir()), "a refused study wrote files"
 
 
