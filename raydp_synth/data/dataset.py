@@ -84,10 +84,17 @@ def _check_uint8_images(images: object, *, what: str) -> tuple[int, int, int]:
         DataError: If the array is not ``uint8`` 4-D with 1 or 3 channels and
             positive height and width.
     """
-    if not isinstance(images, np.ndarray) or images.dtype != np.uint8 or images.ndim != 4:
+    return _image_shape(images, dtype=np.uint8, what=what,
+                        fix="decode them to 8-bit pixels first")
+
+
+def _image_shape(images: object, *, dtype: type, what: str, fix: str) -> tuple[int, int, int]:
+    """``(C, H, W)`` of a ``dtype [N, C, H, W]`` array with 1 or 3 channels; ``fix``
+    says how to get such an array."""
+    if not isinstance(images, np.ndarray) or images.dtype != dtype or images.ndim != 4:
         raise DataError(
-            f"{what}: images must be a uint8 numpy array of shape [N, C, H, W], got "
-            f"{_describe(images)}; decode them to 8-bit pixels first"
+            f"{what}: images must be a {np.dtype(dtype).name} numpy array of shape "
+            f"[N, C, H, W], got {_describe(images)}; {fix}"
         )
     _, c, h, w = images.shape
     if c not in _CHANNELS or h < 1 or w < 1:
@@ -212,17 +219,8 @@ class ImageDataset:
                 f"{what}: num_classes must be a positive integer, got {self.num_classes!r}"
             )
         images = self.images
-        if not isinstance(images, np.ndarray) or images.dtype != np.float32 or images.ndim != 4:
-            raise DataError(
-                f"{what}: images must be a float32 numpy array of shape [N, C, H, W], got "
-                f"{_describe(images)}; convert with transforms.to_unit_range"
-            )
-        _, c, h, w = images.shape
-        if c not in _CHANNELS or h < 1 or w < 1:
-            raise DataError(
-                f"{what}: images have shape [C, H, W] = {[c, h, w]}; need 1 (grayscale) or "
-                "3 (RGB) channels and a positive height and width"
-            )
+        _image_shape(images, dtype=np.float32, what=what,
+                     fix="convert with transforms.to_unit_range")
         if images.size:
             low, high = float(images.min()), float(images.max())
             if not (-1.0 <= low and high <= 1.0):  # also rejects NaN
