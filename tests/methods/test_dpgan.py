@@ -139,6 +139,7 @@ def _prepared(train, public: ImageDataset, config) -> tuple[torch.Tensor, list[t
     return params, bounds
 
 
+@pytest.mark.slow
 def test_warm_start_and_adaptive_bounds_read_only_public_data(digits) -> None:
     config = DPGAN.make_config({"groups": 4, "warm_start_iters": 4, "n_critic": 2, "capacity": 4,
                                 "public_batch_size": 16}, PUBLIC_INFO)
@@ -163,6 +164,7 @@ def test_unconditional_generator_ignores_labels() -> None:
     assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_loop_runs_its_plan_and_reports_only_safe_keys(digits) -> None:
     config = DPGAN.make_config({"groups": 3, "epochs": 0.5, "capacity": 4, "warm_start_iters": 2},
                                PUBLIC_INFO)

@@ -114,6 +114,7 @@ def _run_audited(name: str, values: dict[str, Any], with_public: bool, digits: A
     return plan, auditor, reports, states
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "values", "with_public"), CASES)
 def test_neighbouring_datasets_differ_by_at_most_the_sensitivity(
         name: str, values: dict, with_public: bool, digits) -> None:
@@ -141,6 +142,7 @@ NO_G_STEP: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(NO_G_STEP))
 def test_released_generator_buffers_ignore_real_labels(name: str, digits) -> None:
     """G's BatchNorm statistics (saved with the released generator) come from
