@@ -19,12 +19,14 @@ def _accuracy(model, split) -> float:
     return float((model.predict(split.images) == split.labels).mean())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", CLASSIFIER_KINDS)
 def test_trained_on_real_digits_scores_at_least_0_9(kind, digits) -> None:
     model = fit_classifier(kind, digits.train.images, digits.train.labels, num_classes=10)
     assert _accuracy(model, digits.test) >= 0.9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", CLASSIFIER_KINDS)
 def test_trained_on_uniform_noise_scores_near_chance(kind, digits) -> None:
     rng = np.random.default_rng(0)
@@ -39,6 +41,7 @@ def test_trained_on_uniform_noise_scores_near_chance(kind, digits) -> None:
     assert acc <= top_share + 4 * np.sqrt(top_share * (1 - top_share) / len(digits.test))
 
 
+@pytest.mark.slow
 def test_training_is_reproducible_and_leaves_global_rng_alone(digits) -> None:
     import torch
 

@@ -55,6 +55,7 @@ def _noise(n: int) -> np.ndarray:
     return np.random.default_rng(0).uniform(-1, 1, size=(n, 1, 16, 16)).astype(np.float32)
 
 
+@pytest.mark.slow
 def test_inception_score_of_real_images_is_far_above_noise(digits_and_net) -> None:
     splits, net = digits_and_net
     real = inception_score(net.probabilities(splits.train.images))
@@ -62,6 +63,7 @@ def test_inception_score_of_real_images_is_far_above_noise(digits_and_net) -> No
     assert real > 7.0 and noise < 3.0 and real > 3 * noise
 
 
+@pytest.mark.slow
 def test_fid_of_real_held_out_is_far_below_fid_of_noise(digits_and_net) -> None:
     splits, net = digits_and_net
     train, val = net.features(splits.train.images), net.features(splits.val.images)

@@ -85,6 +85,7 @@ def run_dir(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_evaluation_reads_only_the_test_split(run_dir) -> None:
     real = load_dataset("digits", image_size=16)
     splits = DatasetSplits(train=_sealed(real.train), val=_sealed(real.val), test=real.test,
@@ -104,6 +105,7 @@ def test_sealed_split_really_guards() -> None:
     assert sealed.image_shape == (1, 16, 16)
 
 
+@pytest.mark.slow
 def test_evaluate_cli_prints_the_table_and_writes_json_and_plot(run_dir, capsys) -> None:
     assert evaluate_main([str(run_dir), "--num-synthetic", "200", "--curve-synthetic", "100"]) == 0
     printed = capsys.readouterr().out
@@ -128,6 +130,7 @@ def test_evaluate_cli_on_a_non_run_directory_is_one_clear_line(tmp_path, capsys)
     assert err.startswith("error: ") and "run.json" in err and "\n" not in err
 
 
+@pytest.mark.slow
 def test_a_public_reference_network_puts_the_is_curve_in_the_release(run_dir, tmp_path) -> None:
     """Schwabedal et al. 2020's privacy-utility curve (IS against epsilon) is publishable when the IS
     network is trained on public data only: it goes into release/, CAS/FID do not."""
@@ -159,6 +162,7 @@ def test_evaluation_sample_counts_follow_the_method_unless_given() -> None:
     assert (given.num_synthetic, given.curve_synthetic, given.seed) == (300, 500, 4)
 
 
+@pytest.mark.slow
 def test_curve_checkpoints_are_spread_and_keep_the_last(run_dir) -> None:
     from raydp_synth.evaluation.report import spread_checkpoints
 

@@ -32,6 +32,7 @@ def dpaf_plans():
     return with_score, without
 
 
+@pytest.mark.slow
 def test_score_is_a_gaussian_event_with_sensitivity_one_in_the_plan(dpaf_plans) -> None:
     plan, _ = dpaf_plans
     score = plan.mechanism(SELECTION_SCORE)
@@ -41,11 +42,13 @@ def test_score_is_a_gaussian_event_with_sensitivity_one_in_the_plan(dpaf_plans) 
     assert plan.epsilon() <= 5.0
 
 
+@pytest.mark.slow
 def test_plan_with_the_score_costs_more_than_without_it(dpaf_plans) -> None:
     plan, _ = dpaf_plans
     assert plan.without(SELECTION_SCORE).epsilon() < plan.epsilon()
 
 
+@pytest.mark.slow
 def test_score_share_buys_the_score_budget_from_the_training_mechanisms(dpaf_plans) -> None:
     with_score, without = dpaf_plans
     for m in without.mechanisms:

@@ -22,6 +22,7 @@ def digits():
     return train, info
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("aggregation", ["batch", "class"])
 @pytest.mark.parametrize(("generator_loss", "g_smoothness"), [("d_hat", 0.0), ("aggregate", 1.0)])
 def test_loop_runs_its_plan_and_reports_only_safe_keys(
@@ -40,6 +41,7 @@ def test_loop_runs_its_plan_and_reports_only_safe_keys(
     assert np.isfinite(reports[-1]["g_loss"])
 
 
+@pytest.mark.slow
 def test_spent_epsilon_grows_to_the_plans(digits) -> None:
     _, info = digits
     plan = DPAF.plan(DPAF.make_config({"epochs": 2, "base_width": 8}, info), target_epsilon=3.0, delta=1e-5, data=info)

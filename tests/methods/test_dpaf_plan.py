@@ -27,6 +27,7 @@ def plan_and_config():
     return DPAF.plan(config, target_epsilon=5.0, delta=1e-5, data=DIGITS), config
 
 
+@pytest.mark.slow
 def test_plan_structure(plan_and_config) -> None:
     plan, config = plan_and_config
     n = DIGITS.num_records
@@ -44,6 +45,7 @@ def test_plan_structure(plan_and_config) -> None:
     assert conv2.sensitivity == config.clip_conv2 and cls.sensitivity == config.clip_classifier
 
 
+@pytest.mark.slow
 def test_plan_epsilon_is_dp_accountings_value(plan_and_config) -> None:
     plan, _ = plan_and_config
     event = dpa.ComposedDpEvent([
@@ -54,6 +56,7 @@ def test_plan_epsilon_is_dp_accountings_value(plan_and_config) -> None:
     assert 0.98 * 5.0 <= plan.epsilon() <= 5.0
 
 
+@pytest.mark.slow
 def test_dpagg_noise_has_std_sigma3_sqrt_m_p(plan_and_config) -> None:
     plan, config = plan_and_config
     agg = plan.mechanism("dpagg")
@@ -98,6 +101,7 @@ def test_bad_configs(values: dict, match: str) -> None:
         DPAF.make_config(values, DIGITS)
 
 
+@pytest.mark.slow
 def test_generator_width_costs_no_privacy() -> None:
     narrow = DPAF.make_config({**SMALL, "g_base_width": None}, DIGITS)  # G as wide as D
     wide = DPAF.make_config({**SMALL, "g_base_width": 64}, DIGITS)

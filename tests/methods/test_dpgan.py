@@ -137,6 +137,7 @@ def _prepared(train, public: ImageDataset, config) -> tuple[torch.Tensor, list[t
     return params, bounds
 
 
+@pytest.mark.slow
 def test_warm_start_and_adaptive_bounds_read_only_public_data(digits) -> None:
     config = DPGAN.make_config({"groups": 4, "warm_start_iters": 4, "n_critic": 2, "capacity": 4,
                                 "public_batch_size": 16}, PUBLIC_INFO)

@@ -107,6 +107,7 @@ def _run_audited(name: str, values: dict[str, Any], with_public: bool, digits: A
     return plan, auditor, reports, states
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "values", "with_public"), CASES)
 def test_neighbouring_datasets_differ_by_at_most_the_sensitivity(
         name: str, values: dict, with_public: bool, digits) -> None:
@@ -134,6 +135,7 @@ NO_G_STEP: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(NO_G_STEP))
 def test_released_generator_buffers_ignore_real_labels(name: str, digits) -> None:
     """G's BatchNorm statistics (saved with the released generator) come from
@@ -236,6 +238,7 @@ def smoke_runs(digits):
     return get
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", method_names())
 def test_checkpoint_rebuilds_a_generator_that_samples_images_of_the_data_shape(
         name: str, smoke_runs) -> None:
@@ -259,6 +262,7 @@ def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", method_names())
 def test_seeds_make_runs_reproducible_and_distinct(name: str, digits, smoke_runs) -> None:
     """The same (public seed, DP seed) gives the same generator, bit for bit; another

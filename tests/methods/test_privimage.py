@@ -45,6 +45,7 @@ def test_public_data_is_required() -> None:
                                            num_classes=10))
 
 
+@pytest.mark.slow
 def test_plan_is_the_one_shot_query_composed_with_the_fine_tuning(digits) -> None:
     """Theorem F.2: epsilon of Gaussian(z_q) (no subsampling) + T Poisson-subsampled
     Gaussian fine-tuning steps (+ the selection score), as dp-accounting prices it."""
@@ -66,6 +67,7 @@ def test_plan_is_the_one_shot_query_composed_with_the_fine_tuning(digits) -> Non
     assert 0.99 * 4.0 <= plan.epsilon() <= 4.0
 
 
+@pytest.mark.slow
 def test_query_noise_is_the_plans_multiplier_times_sqrt_k1(digits) -> None:
     """With no sensitive record the release is noise only: std z * sqrt(k1), z read
     from the plan's semantic_query mechanism (the one source of the noise)."""
@@ -116,6 +118,7 @@ def test_selection_is_deterministic_post_processing_of_the_noisy_histogram(digit
     assert first.public
 
 
+@pytest.mark.slow
 def test_diffusion_plan_is_the_query_composed_with_the_denoiser_steps(digits) -> None:
     _, _, info = digits
     config = DIFFUSION.make_config({"k1": 2, "epochs": 3, "query_share": 0.1}, info)
@@ -157,6 +160,7 @@ def test_denoiser_per_record_gradients_match_a_loop_and_are_per_record() -> None
     assert all(torch.allclose(a[0], b[0], atol=1e-6) for a, b in zip(alone, batched, strict=True))
 
 
+@pytest.mark.slow
 def test_diffusion_loop_runs_its_plan_and_samples_with_ddim(digits) -> None:
     train, public, info = digits
     config = DIFFUSION.make_config({"epochs": 0.3, "width": 8, "multiplicity": 2,
@@ -181,6 +185,7 @@ def _selection_context(config, info, train, public, lines: list[str]) -> WorkerC
                          report=lambda m, s: None, log=lines.append, dp_seed=1, public=public)
 
 
+@pytest.mark.slow
 def test_selection_prints_the_released_distribution_and_warns_when_classes_collapse(digits) -> None:
     """Public data of two semantics cannot give ten classes distinct selections: the
     run warns (or, with strict_selection, stops) and prints each class's choice."""

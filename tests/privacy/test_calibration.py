@@ -25,6 +25,7 @@ def _eps(sigma: float, q: float, steps: int, delta: float) -> float:
     return subsampled_gaussian_epsilon(noise_multiplier=sigma, sample_rate=q, num_steps=steps, delta=delta)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     target=st.floats(0.2, 20.0),
@@ -61,6 +62,7 @@ def _specs(shares: tuple[float, float, float]) -> list[MechanismSpec]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("epsilon", [1.0, 10.0])
 def test_plan_uses_the_budget_without_exceeding_it(epsilon: float) -> None:
     plan = calibrate_plan(_specs((0.1, 0.6, 0.3)), target_epsilon=epsilon, delta=1e-5)
@@ -75,6 +77,7 @@ def test_plan_uses_the_budget_without_exceeding_it(epsilon: float) -> None:
     assert stated == pytest.approx(epsilon_of(independent, delta=1e-5), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_larger_share_means_less_noise() -> None:
     small = calibrate_plan(_specs((0.1, 0.6, 0.3)), target_epsilon=5.0, delta=1e-5)
     large = calibrate_plan(_specs((0.1, 0.3, 0.6)), target_epsilon=5.0, delta=1e-5)
@@ -95,6 +98,7 @@ def test_delta_must_be_below_one_over_n() -> None:
             validate_delta(bad, dataset_size=1437)
 
 
+@pytest.mark.slow
 def test_plan_calibrated_against_a_custom_price_meets_it_tightly() -> None:
     """A tuner's price: plans granted so far composed with copies of this plan."""
     prefix = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.05, dpa.GaussianDpEvent(2.0)), 200)

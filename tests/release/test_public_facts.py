@@ -43,6 +43,7 @@ def _epsilon(event: dpa.DpEvent, relation: dpa.NeighboringRelation) -> float:
     return float(accountant.get_epsilon(1e-5))
 
 
+@pytest.mark.slow
 def test_zero_out_relation_prices_the_default_dpaf_plan_like_add_or_remove() -> None:
     """n is published, so the relation is zero-out (REPLACE_SPECIAL); dp-accounting's
     RDP accountant prices the plan's Poisson-subsampled and one-shot Gaussians the
@@ -57,6 +58,7 @@ def test_zero_out_relation_prices_the_default_dpaf_plan_like_add_or_remove() -> 
     assert any(isinstance(e, dpa.SelfComposedDpEvent) for e in event.events)  # subsampled steps
 
 
+@pytest.mark.slow
 def test_statement_lists_the_public_facts_and_the_relation() -> None:
     plan = _default_dpaf_plan()
     facts = public_facts(INFO, NAMES, public=None, validation_records=165)

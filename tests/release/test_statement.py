@@ -21,6 +21,7 @@ def _config():
     return method, method.make_config({"epochs": 10}, INFO)
 
 
+@pytest.mark.slow
 def test_statement_prices_the_whole_plan_including_the_score() -> None:
     method, config = _config()
     plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=INFO, score_share=0.1)

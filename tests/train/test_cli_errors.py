@@ -77,6 +77,7 @@ def test_empty_image_folder(capsys, tmp_path: Path) -> None:
     assert "none of the 1 class folders contains an image" in err
 
 
+@pytest.mark.slow
 def test_existing_run_directory_is_not_touched(capsys, tmp_path: Path) -> None:
     out = tmp_path / "run"
     out.mkdir()
@@ -86,6 +87,7 @@ def test_existing_run_directory_is_not_touched(capsys, tmp_path: Path) -> None:
     assert (out / "precious.txt").read_text() == "keep me"
 
 
+@pytest.mark.slow
 def test_no_traceback_from_the_real_entry_point(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "raydp_synth.train", "dpaf", "--epsilon", "0", "--out", str(tmp_path / "r")],

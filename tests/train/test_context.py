@@ -4,12 +4,16 @@ randomness only; a record's draws follow the record, not its batch position."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from raydp_synth.data import DataInfo, ImageDataset
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.records import RecordBatch
 from raydp_synth.runtime.context import WorkerContext
+
+# Every test here plans DPAF several times (seconds each).
+pytestmark = pytest.mark.slow
 
 INFO = DataInfo(num_records=200, image_size=16, channels=1, num_classes=10)
 IMAGES = np.random.default_rng(0).uniform(-1, 1, (200, 1, 16, 16)).astype(np.float32)
