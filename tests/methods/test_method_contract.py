@@ -166,14 +166,14 @@ def test_released_generator_buffers_ignore_real_labels(name: str, digits) -> Non
 def test_requires_public_says_whether_the_method_refuses_data_without_public_records(
         name: str, digits) -> None:
     """``requires_public`` is what ``make_config`` does: a method that needs declared
-    public data refuses data without any (one line naming ``--public``); any other
+    public data refuses data without any (one line saying to declare public data); any other
     builds its smoke config from the private data alone."""
     train, public = digits
     method = get_method(name)
     assert method.smoke_settings, f"{name} has no smoke settings"
     method.make_config(method.smoke_settings, _info(train, public))
     if method.requires_public:
-        with pytest.raises(ConfigError, match="--public") as err:
+        with pytest.raises(ConfigError, match="declare public data") as err:
             method.make_config(method.smoke_settings, _info(train, None))
         assert "\n" not in str(err.value)
     else:

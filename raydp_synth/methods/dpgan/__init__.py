@@ -43,6 +43,7 @@ class DPGAN(Method):
     name = "dpgan"
     config_class = DPGANConfig
     metric_allowlist = METRIC_ALLOWLIST
+    smoke_settings = {"epochs": 1, "capacity": 4, "batch_size": 24}
 
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> DPGANConfig:
         """Defaults plus user values; ``adaptive_clip`` follows the public data unless
