@@ -36,13 +36,6 @@ from ray.util.metrics import Gauge
 
 from raydp_synth.accountant.core import (
     LEDGER_NAME,
-    MODES,
-    REASON_BUDGET,
-    REASON_CHANGED,
-    REASON_INVALID,
-    REASON_NOT_DOMINATED,
-    REASON_RERUN,
-    REASON_TRIAL_COUNT,
     StudyBudget,
     StudySettings,
     check_ledger,
@@ -53,15 +46,8 @@ from raydp_synth.errors import ConfigError, LedgerError, PrivacyInvariantError
 
 __all__ = [
     "LEDGER_NAME",
-    "MODES",
     "NAMESPACE",
-    "REASON_BUDGET",
-    "REASON_CHANGED",
-    "REASON_RERUN",
-    "REASON_INVALID",
     "REASON_LEDGER",
-    "REASON_NOT_DOMINATED",
-    "REASON_TRIAL_COUNT",
     "BudgetAccountant",
     "StudySettings",
     "actor_name",

@@ -21,10 +21,7 @@ from raydp_synth.accountant import (
     get_accountant,
     get_or_create_accountant,
 )
-from raydp_synth.accountant.actor import (
-    REASON_BUDGET,
-    REASON_RERUN,
-)
+from raydp_synth.accountant.core import REASON_BUDGET, REASON_RERUN
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.events import event_from_json, event_to_json, subsampled_gaussian_event
 

@@ -20,7 +20,8 @@ from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
 from raydp_synth.accountant import LEDGER_NAME, Ledger, get_or_create_accountant
-from raydp_synth.accountant.actor import REASON_BUDGET, REASON_LEDGER
+from raydp_synth.accountant.actor import REASON_LEDGER
+from raydp_synth.accountant.core import REASON_BUDGET
 from raydp_synth.tune.searcher import BudgetAwareSearch
 from tests.accountant.test_actor import (
     DELTA,
