@@ -102,7 +102,7 @@ def test_no_traceback_from_the_real_entry_point(tmp_path: Path) -> None:
 def test_use_gpu_without_gpus_is_refused(ray_local, capsys, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     err = _fails(["dpaf", "--use-gpu", "--set", "epochs=1", "--out", str(tmp_path / "run")], capsys)
-    assert "--use-gpu" in err
+    assert "asks for 1 GPU" in err and "train on CPUs" in err
     assert not (tmp_path / "run").exists()
 
 
