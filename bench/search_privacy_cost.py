@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from raydp_synth.data import DataInfo, load_dataset
+from raydp_synth.data import data_info, load_dataset
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.accounting import (
     compose_epsilon,
@@ -37,8 +37,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/search_privacy_cost.json"))
     args = parser.parse_args()
     train = load_dataset("digits").train
-    data = DataInfo(num_records=len(train), image_size=train.image_shape[1],
-                    channels=train.image_shape[0], num_classes=train.num_classes)
+    data = data_info(train, None)
     method = get_method(args.method)
     config = method.make_config({}, data)
     plan = method.plan(config, target_epsilon=args.trial_epsilon, delta=args.delta, data=data,

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from raydp_synth.config import MethodConfig
-from raydp_synth.data import DataInfo, ImageDataset, load_training_data
+from raydp_synth.data import DataInfo, ImageDataset, data_info, load_training_data
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method, method_names
 from raydp_synth.privacy.records import RecordBatch
@@ -58,12 +58,6 @@ def digits() -> tuple[ImageDataset, ImageDataset]:
     return small, public
 
 
-def _info(train: ImageDataset, public: ImageDataset | None) -> DataInfo:
-    return DataInfo(num_records=len(train), image_size=train.image_shape[1],
-                    channels=train.image_shape[0], num_classes=train.num_classes,
-                    public_records=len(public) if public is not None else 0)
-
-
 class NeighbourAuditor:
     """Checks each audited release on the batch and on the batch without each record."""
 
@@ -98,7 +92,7 @@ def _run_audited(name: str, values: dict[str, Any], with_public: bool, digits: A
                  ) -> tuple[Any, NeighbourAuditor, list[dict[str, float]], list[dict[str, Any]]]:
     train, public = digits
     public = public if with_public else None
-    info = _info(train, public)
+    info = data_info(train, public)
     method = get_method(name)
     config = method.make_config(values, info)
     plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=info)
@@ -149,7 +143,7 @@ def test_released_generator_buffers_ignore_real_labels(name: str, digits) -> Non
     for split in (train, flipped):
         method = get_method(name)
         pub = public if method.requires_public else None
-        info = _info(split, pub)
+        info = data_info(split, pub)
         config = method.make_config({**method.smoke_settings, **NO_G_STEP[name],
                                      "batch_size": 120}, info)
         plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=info)
@@ -171,13 +165,13 @@ def test_requires_public_says_whether_the_method_refuses_data_without_public_rec
     train, public = digits
     method = get_method(name)
     assert method.smoke_settings, f"{name} has no smoke settings"
-    method.make_config(method.smoke_settings, _info(train, public))
+    method.make_config(method.smoke_settings, data_info(train, public))
     if method.requires_public:
         with pytest.raises(ConfigError, match="declare public data") as err:
-            method.make_config(method.smoke_settings, _info(train, None))
+            method.make_config(method.smoke_settings, data_info(train, None))
         assert "\n" not in str(err.value)
     else:
-        method.make_config(method.smoke_settings, _info(train, None))
+        method.make_config(method.smoke_settings, data_info(train, None))
 
 
 @pytest.mark.parametrize("name", method_names())
@@ -217,7 +211,7 @@ def _smoke_run(name: str, digits, *, seed: int = 0, dp_seed: int = 1):
     """One run of ``name``'s loop with its smoke settings: (method, config, info, states)."""
     method = get_method(name)
     train, public = digits[0], (digits[1] if method.requires_public else None)
-    info = _info(train, public)
+    info = data_info(train, public)
     config = method.make_config({**method.smoke_settings, "seed": seed}, info)
     plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=info)
     _, states = run_loop(method, config, plan, info, train, public, dp_seed=dp_seed)
