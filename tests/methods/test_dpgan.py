@@ -18,12 +18,12 @@ from raydp_synth.methods.components.clip_groups import (
     cluster_bounds,
     group_sigma,
     grouped_clipped_sum,
-    grouped_release,
     plan_multiplier,
 )
 from raydp_synth.methods.components.dpgan_loop import prepare
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 from raydp_synth.runtime.context import WorkerContext
+from raydp_synth.runtime.dp_step import dp_sgd_step
 from tests.stats import assert_gaussian_std
 
 DPGAN = get_method("dpgan")
@@ -75,9 +75,23 @@ def test_released_update_has_noise_z_sqrt_k_c_j_over_qn_per_group() -> None:
     group_of = torch.cat([torch.full((n,), j) for j, n in enumerate(sizes)])
     groups = ClipGroups(group_of, torch.tensor(bounds, dtype=torch.float64))
     z, expected = 0.9, 100.0
-    released = grouped_release(torch.zeros(0, sum(sizes)), groups, noise_multiplier=z,
-                               expected_batch_size=expected,
-                               generator=torch.Generator().manual_seed(4)).double().numpy()
+    # The loop's own release: dp_sgd_step with the plan's multiplier and sensitivity
+    # sqrt(k), then ClipGroups.rescale (dpgan_loop passes post=groups.rescale).
+    mech = Mechanism(name="critic", noise_multiplier=z, sample_rate=0.5, num_steps=1,
+                     sensitivity=math.sqrt(3))
+    info = DataInfo(num_records=4, image_size=8, channels=1, num_classes=2)
+    train = ImageDataset(images=np.zeros((4, 1, 8, 8), np.float32), labels=np.arange(4) % 2,
+                         num_classes=2, name="empty-release")
+    ctx = WorkerContext(config=None, plan=PrivacyPlan(mechanisms=(mech,), delta=1e-5,
+                                                      target_epsilon=10.0),
+                        data=info, train=train, rank=0, world_size=1, device=torch.device("cpu"),
+                        noise_generator=torch.Generator().manual_seed(4),
+                        report=lambda metrics, state: None, log=lambda line: None, dp_seed=1)
+    param = torch.nn.Parameter(torch.zeros(sum(sizes), dtype=torch.float64))
+    dp_sgd_step(ctx, "critic", lambda batch: torch.zeros(sum(sizes), dtype=torch.float64),
+                [param], torch.optim.SGD([param], lr=1.0), expected_batch_size=expected,
+                post=groups.rescale)
+    released = (-param.detach()).numpy()
     for j, bound in enumerate(bounds):
         assert_gaussian_std(released[group_of.numpy() == j] * expected, z * math.sqrt(3) * bound)
 
