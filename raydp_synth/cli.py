@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from raydp_synth.errors import ConfigError, UserError
 
-__all__ = ["add_data_arguments", "add_release_arguments", "parse_settings", "release_overrides",
-           "run_cli"]
+__all__ = ["add_data_arguments", "add_fid_weights_argument", "add_release_arguments",
+           "parse_settings", "release_overrides", "run_cli"]
 
 
 def parse_settings(items: Sequence[str]) -> dict[str, str]:
@@ -53,12 +54,24 @@ def add_release_arguments(parser: argparse.ArgumentParser) -> None:
                         help="classifier trained on synthetic data for the score (default logreg)")
     parser.add_argument("--no-eval", action="store_true",
                         help="skip the curator's evaluation (CAS, FID, IS, plot) at the end")
+    add_fid_weights_argument(parser)
+
+
+def add_fid_weights_argument(parser: argparse.ArgumentParser) -> None:
+    """``--fid-weights``: the FID Inception-v3 weights of the evaluation (train, tune, evaluate)."""
+    parser.add_argument("--fid-weights", type=Path, default=None, metavar="FILE",
+                        help="the FID Inception-v3 weights (torch-fidelity's "
+                        "weights-inception-2015-12-05-6726825d.pth) for fid_inception, "
+                        "is_inception, precision and recall (default: the torch hub cache's "
+                        "copy if there; never downloaded; without it only the domain-CNN "
+                        "fid_cnn and is_cnn)")
 
 
 def release_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The release options the user gave (the request's defaults stand for the rest)."""
+    """The release and evaluation options the user gave (the request's defaults stand
+    for the rest)."""
     given = {"score_share": args.score_share, "score_classifier": args.score_classifier,
-             "synthetic_samples": args.synthetic_samples}
+             "synthetic_samples": args.synthetic_samples, "fid_weights": args.fid_weights}
     return {key: value for key, value in given.items() if value is not None}
 
 

@@ -1,8 +1,11 @@
 """``python -m raydp_synth.evaluate RUN_DIR``: the curator's evaluation of a run.
 
-Prints CAS (three classifiers), FID and IS of the run's released generator, and
-writes ``evaluation.json`` and ``privacy_utility.png`` into the run directory
-(curator-only: they read the real test split without noise).
+Prints CAS (three classifiers), the domain-CNN FID and IS (``fid_cnn``,
+``is_cnn``) and, with the FID Inception-v3 weights (``--fid-weights`` or the torch
+hub cache), the field's ``fid_inception``, ``is_inception``, ``precision`` and
+``recall`` of the run's released generator, and writes ``evaluation.json`` and
+``privacy_utility.png`` into the run directory (curator-only: they read the real
+test split without noise).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from raydp_synth.cli import run_cli
+from raydp_synth.cli import add_fid_weights_argument, run_cli
 
 __all__ = ["main"]
 
@@ -24,8 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dataset", default=None,
                         help="the run's dataset spec, if it moved (default: from run.json)")
     parser.add_argument("--public-reference", default=None, metavar="DATASET",
-                        help="a dataset declared public to train the FID/IS network on "
-                        "(default: the test split)")
+                        help="a dataset declared public to train the domain-CNN FID/IS "
+                        "network on (default: the test split)")
     parser.add_argument("--num-synthetic", type=int, default=None,
                         help="synthetic images for the final figures (default 10000; "
                         "privimage-d 2000: 50-step DDIM sampling is slow on CPU)")
@@ -36,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--curve-checkpoints", type=int, default=None, metavar="N",
                         help="checkpoints the curve covers, evenly spread, the last included "
                         "(default: all)")
+    parser.add_argument("--inception-samples", type=int, default=None, metavar="N",
+                        help="synthetic images of the Inception figures, against at most as "
+                        "many test images (default: --num-synthetic; the field uses 10000; "
+                        "slow on CPU)")
+    add_fid_weights_argument(parser)
     parser.add_argument("--device", default=None,
                         help="where sampling and the CNNs run (default: cuda if available)")
     return parser
@@ -51,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     settings = EvaluationSettings(num_synthetic=args.num_synthetic,
                                   curve_synthetic=args.curve_synthetic, seed=args.seed,
-                                  curve_checkpoints=args.curve_checkpoints, device=device)
+                                  curve_checkpoints=args.curve_checkpoints, device=device,
+                                  fid_weights=args.fid_weights,
+                                  inception_samples=args.inception_samples)
     result = evaluate_run(args.run_dir, dataset=args.dataset,
                           public_reference=args.public_reference, settings=settings)
     print(format_table(result))

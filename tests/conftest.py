@@ -69,6 +69,15 @@ def _no_ray_outside_ray_tests(request: pytest.FixtureRequest):
         pytest.fail(message)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _empty_torch_hub(tmp_path_factory: pytest.TempPathFactory):
+    """No test sees the user's torch hub cache: evaluations find no Inception weights
+    unless a test names a file (tests/evaluation/inception_helpers.py)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCH_HOME", str(tmp_path_factory.mktemp("torch_home")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """One real local Ray cluster (2 CPUs) shared by the Ray tests of a session."""

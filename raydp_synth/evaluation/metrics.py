@@ -1,23 +1,26 @@
-"""Utility figures of a generator: CAS, FID and the inception score.
+"""Utility figures of a generator: CAS, FID, the inception score, precision/recall.
 
-Choices (docs/architecture.md, section 5):
+Two feature spaces, reported under separate names (docs/architecture.md, section 5):
 
+* **The field's figures** (``fid_inception``, ``is_inception``, ``precision``,
+  ``recall``): the features of the FID Inception-v3 (:mod:`~raydp_synth.evaluation.inception`,
+  torch-fidelity's port of TensorFlow's ``pt_inception-2015-12-05`` graph): FID on
+  its 2048-d pool3 features (Heusel et al. 2017), IS on the softmax of its logits
+  as Salimans et al. 2016 compute it (:func:`split_inception_score`), and improved
+  precision/recall on the same pool3 features (:func:`precision_recall`). These are
+  the numbers papers and DPImageBench compare.
+* **The domain-CNN figures** (``fid_cnn``, ``is_cnn``): the same formulas in the
+  feature space of an :class:`~raydp_synth.evaluation.classifiers.EvaluationCNN`
+  trained on data that is *not* the sensitive training split (a dataset the user
+  declared public, or else the held-out test split). They need no downloaded
+  weights, suit 8x8-32x32 grayscale images, and are what the privacy-utility curve
+  tracks; they are comparable between runs evaluated with the same network, never
+  with published Inception figures. The IS is then Schwabedal, Michel and Riontino
+  2020 eq. 8 with the CNN as the classifier K (:func:`inception_score`), between 1
+  and the number of classes.
 * **CAS** (classifier accuracy on synthetic data): a classifier of
   :mod:`~raydp_synth.evaluation.classifiers` trained only on synthetic images,
   tested on the real test split.
-* **FID** is the Frechet distance between Gaussians fitted to features of the
-  synthetic images and of the real test images. The features are the 128
-  penultimate activations of an :class:`~raydp_synth.evaluation.classifiers.EvaluationCNN`
-  trained on data that is *not* the sensitive training split: a dataset the user
-  declared public, or else the held-out test split (for the embedded digits there
-  is no other public digit data; the field's papers evaluate against the test
-  split too). An ImageNet Inception network would need weights downloaded at run
-  time and fits 8x8-32x32 grayscale digits poorly. FID values are therefore
-  comparable between runs evaluated with the same feature network, not with
-  published Inception-FIDs.
-* **IS** is Schwabedal, Michel and Riontino 2020 eq. 8 with the same network as the
-  classifier K: ``exp(mean_x KL(P(k|x) || P(k)))``, between 1 and the number of
-  classes.
 
 These figures read the test split (and public data): they are for the curator,
 inside the trusted boundary, and never enter ``release/``.
@@ -27,7 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["frechet_distance", "gaussian_stats", "inception_score"]
+__all__ = ["frechet_distance", "gaussian_stats", "inception_score", "precision_recall",
+           "split_inception_score"]
 
 
 def gaussian_stats(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -48,15 +52,41 @@ def frechet_distance(features_a: np.ndarray, features_b: np.ndarray) -> float:
 
     The trace of ``(S_a S_b)^{1/2}`` is computed as that of the symmetric PSD
     ``(S_a^{1/2} S_b S_a^{1/2})^{1/2}`` (same eigenvalues), which avoids the complex
-    round-off of a general matrix square root.
+    round-off of a general matrix square root. With fewer vectors than dimensions
+    (e.g. a few hundred 2048-d Inception features) it is, exactly, the sum of the
+    singular values of ``A B^T`` for the centred, scaled feature matrices (``S_a =
+    A^T A``, ``S_b = B^T B``; ``S_a S_b`` and ``(A B^T)(A B^T)^T`` share their
+    non-zero eigenvalues), which never forms a D x D matrix.
     """
-    mu_a, cov_a = gaussian_stats(features_a)
-    mu_b, cov_b = gaussian_stats(features_b)
-    root_a = _psd_sqrt(cov_a)
-    cross = np.linalg.eigvalsh(root_a @ cov_b @ root_a)
-    trace_cross = float(np.sqrt(np.clip(cross, 0, None)).sum())
-    value = float(((mu_a - mu_b) ** 2).sum() + np.trace(cov_a) + np.trace(cov_b) - 2 * trace_cross)
-    return max(value, 0.0)
+    a, b = _feature_matrix(features_a), _feature_matrix(features_b)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"feature sets of different dimension: {a.shape} and {b.shape}")
+    mean_term = float(((a.mean(axis=0) - b.mean(axis=0)) ** 2).sum())
+    if max(len(a), len(b)) < a.shape[1]:
+        trace_a, trace_b, trace_cross = _low_rank_traces(a, b)
+    else:
+        _, cov_a = gaussian_stats(a)
+        _, cov_b = gaussian_stats(b)
+        root_a = _psd_sqrt(cov_a)
+        cross = np.linalg.eigvalsh(root_a @ cov_b @ root_a)
+        trace_a, trace_b = float(np.trace(cov_a)), float(np.trace(cov_b))
+        trace_cross = float(np.sqrt(np.clip(cross, 0, None)).sum())
+    return max(mean_term + trace_a + trace_b - 2 * trace_cross, 0.0)
+
+
+def _feature_matrix(features: np.ndarray) -> np.ndarray:
+    features = np.asarray(features, dtype=np.float64)
+    if features.ndim != 2 or len(features) < 2:
+        raise ValueError(f"need at least two feature vectors [N, D], got shape {features.shape}")
+    return features
+
+
+def _low_rank_traces(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """``tr S_a``, ``tr S_b`` and ``tr (S_a S_b)^{1/2}`` from the N x D matrices."""
+    centred_a = (a - a.mean(axis=0)) / np.sqrt(len(a) - 1)
+    centred_b = (b - b.mean(axis=0)) / np.sqrt(len(b) - 1)
+    singular = np.linalg.svd(centred_a @ centred_b.T, compute_uv=False)
+    return float((centred_a**2).sum()), float((centred_b**2).sum()), float(singular.sum())
 
 
 def inception_score(probabilities: np.ndarray) -> float:
@@ -68,3 +98,91 @@ def inception_score(probabilities: np.ndarray) -> float:
     marginal = p.mean(axis=0, keepdims=True)
     kl = (p * (np.log(p) - np.log(marginal))).sum(axis=1)
     return float(np.exp(kl.mean()))
+
+
+def split_inception_score(logits: np.ndarray, *, splits: int = 10,
+                          shuffle_seed: int | None = 2020) -> float:
+    """The inception score as the field reports it (Salimans et al. 2016, "Improved
+    techniques for training GANs"): the samples split into ``splits`` parts, in each
+    ``exp(E_x KL(p(y|x) || p(y)))`` with ``p(y)`` the part's mean, then the mean over
+    the parts. ``p(y|x)`` is the softmax of ``logits`` [N, K].
+
+    The order is first shuffled by ``numpy.random.RandomState(shuffle_seed)`` and the
+    parts are ``[i N // splits, (i + 1) N // splits)``, as torch-fidelity's
+    ``isc_features_to_metric`` does (its defaults: 10 splits, seed 2020), so the value
+    is that library's ``inception_score_mean`` for the same logits. ``None``: no
+    shuffle.
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    if z.ndim != 2 or len(z) < splits or splits < 1:
+        raise ValueError(f"need logits [N, K] with N >= splits={splits}, got shape {z.shape}")
+    if shuffle_seed is not None:
+        z = z[np.random.RandomState(shuffle_seed).permutation(len(z))]
+    log_p = z - z.max(axis=1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(axis=1, keepdims=True))
+    p = np.exp(log_p)
+    n = len(z)
+    scores = []
+    for i in range(splits):
+        part = slice(i * n // splits, (i + 1) * n // splits)
+        log_marginal = np.log(p[part].mean(axis=0, keepdims=True))
+        kl = (p[part] * (log_p[part] - log_marginal)).sum(axis=1)
+        scores.append(np.exp(kl.mean()))
+    return float(np.mean(scores))
+
+
+def _squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    sq = (a**2).sum(axis=1)[:, None] + (b**2).sum(axis=1)[None, :] - 2 * a @ b.T
+    return np.clip(sq, 0.0, None)
+
+
+def _kth_neighbour_radii(points: np.ndarray, k: int, chunk: int) -> np.ndarray:
+    """Squared distance of each point to its k-th nearest other point (the point
+    itself, at distance 0, is the 0-th)."""
+    radii = np.empty(len(points))
+    for start in range(0, len(points), chunk):
+        block = _squared_distances(points[start:start + chunk], points)
+        radii[start:start + chunk] = np.partition(block, k, axis=1)[:, k]
+    return radii
+
+
+def _covered_fraction(points: np.ndarray, centres: np.ndarray, radii: np.ndarray,
+                      chunk: int) -> float:
+    """The fraction of ``points`` inside at least one ball (centre, radius)."""
+    inside = 0
+    for start in range(0, len(points), chunk):
+        block = _squared_distances(points[start:start + chunk], centres)
+        inside += int((block <= radii[None, :]).any(axis=1).sum())
+    return inside / len(points)
+
+
+def precision_recall(real: np.ndarray, synthetic: np.ndarray, *, k: int = 3,
+                     chunk: int = 1024) -> tuple[float, float]:
+    """Improved precision and recall (Kynkaanniemi, Karras, Laine, Lehtinen and Aila
+    2019, "Improved precision and recall metric for assessing generative models").
+
+    Each set's manifold is the union of balls around its points, of radius the
+    distance to the point's ``k``-th nearest neighbour in the same set (k = 3, the
+    paper's choice). Precision is the fraction of synthetic points inside the real
+    manifold (how many samples look real), recall the fraction of real points inside
+    the synthetic manifold (how much of the real distribution the samples cover). A
+    point on a ball's boundary counts as inside, as in torch-fidelity's
+    ``calculate_precision_recall_full``. Distances are computed in float64, ``chunk``
+    rows at a time (memory ``chunk * N`` floats).
+
+    Returns:
+        ``(precision, recall)``, each in [0, 1].
+    """
+    real = np.asarray(real, dtype=np.float64)
+    synthetic = np.asarray(synthetic, dtype=np.float64)
+    if real.ndim != 2 or synthetic.ndim != 2 or real.shape[1] != synthetic.shape[1]:
+        raise ValueError(f"need two feature sets [N, D] of the same D, got shapes {real.shape} "
+                         f"and {synthetic.shape}")
+    if min(len(real), len(synthetic)) <= k:
+        raise ValueError(f"need more than k={k} points in each set, got {len(real)} real and "
+                         f"{len(synthetic)} synthetic")
+    real_radii = _kth_neighbour_radii(real, k, chunk)
+    synthetic_radii = _kth_neighbour_radii(synthetic, k, chunk)
+    precision = _covered_fraction(synthetic, real, real_radii, chunk)
+    recall = _covered_fraction(real, synthetic, synthetic_radii, chunk)
+    return precision, recall

@@ -7,10 +7,18 @@ through the mechanisms of the run's plan (training, and the selection score that
 the driver releases). The outputs are curator-only (beside ``release/``, never in
 it): they read real test data without noise.
 
-Figures (see :mod:`~raydp_synth.evaluation.metrics` for the choices): CAS with
-the three classifiers, FID and IS of the released generator; and along training,
-at each checkpoint, CAS (logistic regression), FID and IS against the epsilon the
-training had spent so far (the privacy-utility curve).
+Figures (see :mod:`~raydp_synth.evaluation.metrics` for the choices), under
+names that say their feature space:
+
+* of the released generator: CAS with the three classifiers (``cas_<classifier>``),
+  the domain-CNN FID and IS (``fid_cnn``, ``is_cnn``), and, when the FID
+  Inception-v3 weights are on this machine (:mod:`~raydp_synth.evaluation.inception`),
+  the field's ``fid_inception``, ``is_inception``, ``precision`` and ``recall``; the
+  ``inception`` block of ``evaluation.json`` records the weights file, its sha256
+  and the sample counts, or ``available: false`` and why;
+* along training, at each checkpoint, CAS (logistic regression), ``fid_cnn`` and
+  ``is_cnn`` against the epsilon the training had spent so far (the
+  privacy-utility curve).
 """
 
 from __future__ import annotations
@@ -20,12 +28,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from raydp_synth.data import DatasetSplits, ImageDataset, load_dataset
 from raydp_synth.data.public import load_public_records
 from raydp_synth.errors import ConfigError
 from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS, CNNClassifier, fit_classifier
+from raydp_synth.evaluation.inception import (
+    InceptionFeatures,
+    inception_figures,
+    missing_weights_note,
+    resolve_weights,
+)
 from raydp_synth.evaluation.metrics import frechet_distance, inception_score
 from raydp_synth.release.generator import TrainedGenerator
 
@@ -44,9 +59,9 @@ __all__ = [
 
 EVALUATION_FILE = "evaluation.json"
 PLOT_FILE = "privacy_utility.png"
-#: In the release, only with a public reference network: IS against epsilon.
-PUBLIC_CURVE_PLOT = "inception_curve.png"
-PUBLIC_CURVE_JSON = "inception_curve.json"
+#: In the release, only with a public reference network: the domain-CNN IS against epsilon.
+PUBLIC_CURVE_PLOT = "is_cnn_curve.png"
+PUBLIC_CURVE_JSON = "is_cnn_curve.json"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,10 +75,17 @@ class EvaluationSettings:
         classifiers: CAS classifiers of the final figures.
         curve_classifier: the CAS classifier of the curve.
         seed: public seed of latents and classifier training.
-        feature_steps: training steps of the FID/IS network.
+        feature_steps: training steps of the domain-CNN FID/IS network.
         curve_checkpoints: checkpoints the privacy-utility curve evaluates, evenly
             spread and always including the last (None: every checkpoint).
-        device: where sampling and the CNNs run (``"cuda"`` after a GPU run).
+        device: where sampling and the networks run (``"cuda"`` after a GPU run).
+        fid_weights: the FID Inception-v3 weights file (None: the torch hub cache's,
+            if there; without weights the Inception figures are skipped).
+        inception_samples: synthetic images of the Inception figures (None:
+            ``num_synthetic``; the field uses 10,000), against as many real test
+            images at most (the whole test split when it is smaller, else a seeded
+            random subset). Inception-v3 at 299x299 costs about 6 GFLOPs an image:
+            seconds on a GPU, about an hour per 10,000 images on a few CPU cores.
     """
 
     num_synthetic: int | None = None
@@ -74,6 +96,8 @@ class EvaluationSettings:
     feature_steps: int = 400
     curve_checkpoints: int | None = None
     device: str = "cpu"
+    fid_weights: Path | None = None
+    inception_samples: int | None = None
 
     def __post_init__(self) -> None:
         if self.curve_checkpoints is not None and self.curve_checkpoints < 0:
@@ -81,13 +105,17 @@ class EvaluationSettings:
         for kind in (*self.classifiers, self.curve_classifier):
             if kind not in CLASSIFIER_KINDS:
                 raise ConfigError(f"unknown classifier {kind!r}; choose from {CLASSIFIER_KINDS}")
-        if any(n is not None and n < 20 for n in (self.num_synthetic, self.curve_synthetic)):
+        if any(n is not None and n < 20 for n in (self.num_synthetic, self.curve_synthetic,
+                                                  self.inception_samples)):
             raise ConfigError("evaluate at least 20 synthetic images")
+        if self.fid_weights is not None:
+            resolve_weights(self.fid_weights)
 
 
 def feature_network(reference: ImageDataset, *, seed: int, steps: int,
                     device: str = "cpu") -> CNNClassifier:
-    """The FID/IS network, trained on ``reference`` (public data or the test split)."""
+    """The domain-CNN FID/IS network, trained on ``reference`` (public data or the
+    test split)."""
     model = fit_classifier("cnn", reference.images, reference.labels,
                            num_classes=reference.num_classes, seed=seed, cnn_steps=steps,
                            device=device)
@@ -106,15 +134,16 @@ def evaluate_generator(
     seed: int,
     device: str = "cpu",
 ) -> dict[str, float]:
-    """CAS (per classifier), FID and IS of one generator against the test split."""
+    """CAS (per classifier) and the domain-CNN FID and IS of one generator against
+    the test split."""
     images, labels = generator.balanced(num_synthetic, seed=seed)
     out: dict[str, float] = {}
     for kind in classifiers:
         model = fit_classifier(kind, images, labels, num_classes=test.num_classes, seed=seed,
                                device=device)
         out[f"cas_{kind}"] = float((model.predict(test.images) == test.labels).mean())
-    out["fid"] = frechet_distance(features.features(images), features.features(test.images))
-    out["inception_score"] = inception_score(features.probabilities(images))
+    out["fid_cnn"] = frechet_distance(features.features(images), features.features(test.images))
+    out["is_cnn"] = inception_score(features.probabilities(images))
     return out
 
 
@@ -164,9 +193,9 @@ def evaluate_run(
     Args:
         splits: the run's dataset splits, if already loaded (only ``test`` is read).
         dataset: spec of the run's dataset if it moved (default: run.json's).
-        public_reference: a dataset declared public to train the FID/IS network
-            on (default: the test split).
-        settings: sizes and seeds.
+        public_reference: a dataset declared public to train the domain-CNN FID/IS
+            network on (default: the test split).
+        settings: sizes, seeds, and the Inception weights.
 
     Returns:
         The dict written to ``evaluation.json``.
@@ -201,6 +230,9 @@ def evaluate_run(
     else:
         reference, reference_name = test, "test split"
     device = settings.device
+    weights = resolve_weights(settings.fid_weights)
+    # Loaded before any figure is computed: a bad weights file stops here.
+    inception = InceptionFeatures(weights, device=device) if weights is not None else None
     generator = generator.on(device)
     features = feature_network(reference, seed=settings.seed, steps=settings.feature_steps,
                                device=device)
@@ -208,6 +240,18 @@ def evaluate_run(
     final = evaluate_generator(generator, test, features, classifiers=settings.classifiers,
                                num_synthetic=settings.num_synthetic, seed=settings.seed,
                                device=device)
+    if inception is None:
+        inception_record: dict[str, Any] = {"available": False, "reason": missing_weights_note()}
+    else:
+        count = settings.inception_samples or settings.num_synthetic
+        synthetic, _ = generator.balanced(count, seed=settings.seed)
+        real = test.images
+        if len(real) > count:
+            pick = np.random.default_rng(settings.seed).choice(len(real), count, replace=False)
+            real = real[np.sort(pick)]
+        figures, record = inception_figures(synthetic, real, inception)
+        final.update(figures)
+        inception_record = {"available": True, **record}
     curve = []
     checkpoints = spread_checkpoints(run_checkpoints(run_dir / run.get("checkpoints", "ray")),
                                      settings.curve_checkpoints)
@@ -234,15 +278,17 @@ def evaluate_run(
             "feature_network_trained_on": reference_name,
             "feature_network_test_accuracy": float(
                 (features.predict(test.images) == test.labels).mean()),
-            "inception_score_real_test": inception_score(features.probabilities(test.images)),
+            "is_cnn_real_test": inception_score(features.probabilities(test.images)),
             "test_records": len(test),
         },
+        "inception": inception_record,
         "curve": curve,
         "settings": {"num_synthetic": settings.num_synthetic,
                      "curve_synthetic": settings.curve_synthetic,
                      "classifiers": list(settings.classifiers),
                      "curve_classifier": settings.curve_classifier, "seed": settings.seed,
-                     "curve_checkpoints": settings.curve_checkpoints, "device": device},
+                     "curve_checkpoints": settings.curve_checkpoints, "device": device,
+                     "inception_samples": settings.inception_samples},
     }
     (run_dir / EVALUATION_FILE).write_text(json.dumps(result, indent=2))
     plot_privacy_utility(result, run_dir / PLOT_FILE)
@@ -252,28 +298,29 @@ def evaluate_run(
 
 
 def write_public_curve(result: dict[str, Any], release_dir: Path) -> None:
-    """The privacy-utility curve a curator may publish (Schwabedal et al. 2020: the inception score against
-    epsilon along training): each point is the IS of synthetic samples of a
-    checkpoint (post-processing of the DP training) under a network trained on
-    *public* data only. CAS and FID read the test split and stay curator-only."""
+    """The privacy-utility curve a curator may publish (Schwabedal et al. 2020: the
+    inception score against epsilon along training): each point is the domain-CNN IS
+    (``is_cnn``) of synthetic samples of a checkpoint (post-processing of the DP
+    training) under a network trained on *public* data only. CAS and FID read the
+    test split and stay curator-only."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
     points = [{"epsilon_spent": p["epsilon_spent"], "epoch": p["epoch"],
-               "inception_score": p["inception_score"]} for p in result["curve"]]
+               "is_cnn": p["is_cnn"]} for p in result["curve"]]
     (release_dir / PUBLIC_CURVE_JSON).write_text(json.dumps({
-        "metric": "inception score of synthetic samples",
+        "metric": "is_cnn: inception score of synthetic samples under the domain CNN",
         "feature_network_trained_on": result["reference"]["feature_network_trained_on"],
-        "points": points, "released": result["final"]["inception_score"]}, indent=2))
+        "points": points, "released": result["final"]["is_cnn"]}, indent=2))
     fig, ax = plt.subplots(figsize=(4.5, 3.4))
     private = result.get("private", True)
     ax.plot([p["epsilon_spent"] if private else p["epoch"] for p in points],
-            [p["inception_score"] for p in points], marker="o")
-    ax.axhline(result["final"]["inception_score"], color="grey", ls=":", label="released")
+            [p["is_cnn"] for p in points], marker="o")
+    ax.axhline(result["final"]["is_cnn"], color="grey", ls=":", label="released")
     ax.set_xlabel("epsilon spent" if private else "epoch (NOT PRIVATE)")
-    ax.set_ylabel("inception score")
+    ax.set_ylabel("inception score (domain CNN)")
     ax.set_title(f"{result['method']}: IS vs privacy", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -282,7 +329,8 @@ def write_public_curve(result: dict[str, Any], release_dir: Path) -> None:
 
 
 def plot_privacy_utility(result: dict[str, Any], path: Path) -> None:
-    """CAS, FID and IS at each checkpoint against the epsilon spent so far."""
+    """CAS and the domain-CNN FID and IS at each checkpoint against the epsilon
+    spent so far."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -290,8 +338,9 @@ def plot_privacy_utility(result: dict[str, Any], path: Path) -> None:
 
     curve = result["curve"]
     cas_key = next((k for k in (curve[0] if curve else {}) if k.startswith("cas_")), "cas_logreg")
-    panels = [(cas_key, "CAS (" + cas_key[4:] + ")"), ("fid", "FID (lower is better)"),
-              ("inception_score", "inception score")]
+    panels = [(cas_key, "CAS (" + cas_key[4:] + ")"),
+              ("fid_cnn", "FID, domain CNN (lower is better)"),
+              ("is_cnn", "inception score, domain CNN")]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     private = result.get("private", True)
     xs = [p["epsilon_spent"] if private else p["epoch"] for p in curve]
@@ -299,8 +348,8 @@ def plot_privacy_utility(result: dict[str, Any], path: Path) -> None:
         ax.plot(xs, [p[key] for p in curve], marker="o")
         if key in result["final"]:
             ax.axhline(result["final"][key], color="grey", ls=":", label="released")
-        if key == "inception_score":
-            ax.axhline(result["reference"]["inception_score_real_test"], color="green", ls="--",
+        if key == "is_cnn":
+            ax.axhline(result["reference"]["is_cnn_real_test"], color="green", ls="--",
                        label="real test images")
         ax.set_title(title)
         ax.set_xlabel("epsilon spent" if private else "epoch (NOT PRIVATE)")
@@ -321,13 +370,21 @@ def format_table(result: dict[str, Any]) -> str:
                  else "NOT PRIVATE") + ")")
     rows = [(k, v) for k, v in result["final"].items()]
     ref = result["reference"]
-    rows += [("IS of real test images", ref["inception_score_real_test"]),
-             ("feature net accuracy (test)", ref["feature_network_test_accuracy"])]
+    rows += [("is_cnn of real test images", ref["is_cnn_real_test"]),
+             ("domain CNN accuracy (test)", ref["feature_network_test_accuracy"])]
+    inception = result.get("inception", {})
+    if inception.get("available"):
+        rows.append(("is_inception of real test images", inception["is_real_test"]))
     score = result.get("selection_score")
     if score:
         rows.append(("selection score" + (" (noisy)" if score["private"] else ""), score["value"]))
     width = max(len(k) for k, _ in rows)
     lines = [header] + [f"  {k:<{width}}  {v:.4f}" for k, v in rows]
+    if inception.get("available"):
+        lines.append(f"  Inception figures: {inception['synthetic_samples']} synthetic vs "
+                     f"{inception['real_samples']} test images, weights {inception['weights']}")
+    elif inception:
+        lines.append(f"  note: {inception['reason']}")
     if result["curve"]:
         lines.append(f"  privacy-utility curve: {len(result['curve'])} checkpoints -> {PLOT_FILE}")
     return "\n".join(lines)

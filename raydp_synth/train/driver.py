@@ -88,6 +88,8 @@ class TrainRequest:
         evaluate: run the curator's evaluation (CAS, FID, IS, curve) at the end,
             on the run's device.
         curve_checkpoints: checkpoints the evaluation's curve covers (None: all).
+        fid_weights: the FID Inception-v3 weights of the evaluation (None: the
+            torch hub cache's, if there).
         synthetic_samples: rows of the release's ``synthetic.parquet`` (the
             user's choice; never n).
     """
@@ -110,6 +112,7 @@ class TrainRequest:
     evaluate: bool = True
     synthetic_samples: int = DEFAULT_SYNTHETIC_SAMPLES
     curve_checkpoints: int | None = None
+    fid_weights: Path | None = None
 
     def __post_init__(self) -> None:
         validate_score_settings(self.score_share, self.score_classifier)
@@ -121,6 +124,10 @@ class TrainRequest:
             raise ConfigError(f"--curve-checkpoints {self.curve_checkpoints} must be >= 0")
         if self.public is not None:
             parse_public_spec(self.public)
+        if self.fid_weights is not None:
+            from raydp_synth.evaluation.inception import resolve_weights
+
+            resolve_weights(self.fid_weights)
 
 
 @dataclass(frozen=True)
@@ -219,13 +226,16 @@ def run_training(request: TrainRequest) -> RunResult:
         return _run_training(request)
 
 
-def evaluation_settings(*, use_gpu: bool, curve_checkpoints: int | None) -> Any:
+def evaluation_settings(*, use_gpu: bool, curve_checkpoints: int | None,
+                        fid_weights: Path | None = None) -> Any:
     """The curator's evaluation after a run or study: on the GPU after a GPU run
-    (when this process has one), with the requested number of curve checkpoints."""
+    (when this process has one), with the requested number of curve checkpoints and
+    Inception weights."""
     from raydp_synth.evaluation.report import EvaluationSettings
 
     device = "cuda" if use_gpu and torch.cuda.is_available() else "cpu"
-    return EvaluationSettings(curve_checkpoints=curve_checkpoints, device=device)
+    return EvaluationSettings(curve_checkpoints=curve_checkpoints, device=device,
+                              fid_weights=fid_weights)
 
 
 def with_absolute_paths(request: Any) -> Any:
@@ -347,6 +357,7 @@ def _run_training(request: TrainRequest) -> RunResult:
         from raydp_synth.evaluation.report import evaluate_run, format_table
 
         evaluation = evaluate_run(out, splits=splits, settings=evaluation_settings(
-            use_gpu=request.use_gpu, curve_checkpoints=request.curve_checkpoints))
+            use_gpu=request.use_gpu, curve_checkpoints=request.curve_checkpoints,
+            fid_weights=request.fid_weights))
         print(format_table(evaluation))
     return RunResult(out=out, epsilon=epsilon, metrics=metrics, score=score, evaluation=evaluation)

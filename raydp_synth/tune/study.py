@@ -77,6 +77,8 @@ class StudyRequest:
         score_share, score_classifier, public_validation: the selection score.
         evaluate: evaluate the released trial (curator-only) at the end.
         synthetic_samples: rows of ``release/synthetic.parquet`` (a user choice, not n).
+        fid_weights: the FID Inception-v3 weights of the evaluation (None: the
+            torch hub cache's, if there).
     """
 
     method: str
@@ -101,6 +103,7 @@ class StudyRequest:
     public_validation: str | None = None
     evaluate: bool = True
     synthetic_samples: int = DEFAULT_SYNTHETIC_SAMPLES
+    fid_weights: Path | None = None
 
     def __post_init__(self) -> None:
         from raydp_synth.evaluation.selection import validate_score_settings
@@ -108,6 +111,10 @@ class StudyRequest:
         from raydp_synth.release.bundle import validate_synthetic_samples
 
         validate_synthetic_samples(self.synthetic_samples)
+        if self.fid_weights is not None:
+            from raydp_synth.evaluation.inception import resolve_weights
+
+            resolve_weights(self.fid_weights)
 
         validate_budget(self.epsilon, self.delta)
         if self.trials < 1:
@@ -553,7 +560,8 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
         from raydp_synth.train.driver import evaluation_settings
 
         print(format_table(evaluate_run(study_dir, settings=evaluation_settings(
-            use_gpu=request.use_gpu, curve_checkpoints=None))))
+            use_gpu=request.use_gpu, curve_checkpoints=None,
+            fid_weights=request.fid_weights))))
     return StudyResult(study_dir=study_dir, statement=full, best_trial=trial_id,
                        best_score=score,
                        trials=[{"trial": t["trial"], "score": t["score"]} for t in trials])

@@ -14,12 +14,15 @@ from PIL import Image
 from raydp_synth.cli import run_cli
 from raydp_synth.config import config_to_dict
 from raydp_synth.data import DataInfo, DatasetSplits, ImageDataset, load_dataset
+from raydp_synth.errors import ConfigError
 from raydp_synth.evaluate import main as evaluate_main
+from raydp_synth.evaluation.inception import missing_weights_note
 from raydp_synth.evaluation.report import (
     EVALUATION_FILE,
     PLOT_FILE,
     EvaluationSettings,
     evaluate_run,
+    format_table,
 )
 from raydp_synth.methods import get_method
 from raydp_synth.release import TrainedGenerator, privacy_statement, write_release
@@ -91,7 +94,8 @@ def test_evaluation_reads_only_the_test_split(run_dir) -> None:
     splits = DatasetSplits(train=_sealed(real.train), val=_sealed(real.val), test=real.test,
                            class_names=real.class_names)
     result = evaluate_run(run_dir, splits=splits, settings=FAST)
-    assert set(result["final"]) == {"cas_logreg", "fid", "inception_score"}
+    assert set(result["final"]) == {"cas_logreg", "fid_cnn", "is_cnn"}
+    assert result["inception"]["available"] is False
     assert [p["step"] for p in result["curve"]] == [10, 20]
     assert [p["epsilon_spent"] for p in result["curve"]] == [2.0, 4.9]
     assert result["reference"]["feature_network_trained_on"] == "test split"
@@ -109,12 +113,16 @@ def test_sealed_split_really_guards() -> None:
 def test_evaluate_cli_prints_the_table_and_writes_json_and_plot(run_dir, capsys) -> None:
     assert evaluate_main([str(run_dir), "--num-synthetic", "200", "--curve-synthetic", "100"]) == 0
     printed = capsys.readouterr().out
-    for needle in ("cas_logreg", "cas_mlp", "cas_cnn", "fid", "inception_score", "epsilon="):
+    for needle in ("cas_logreg", "cas_mlp", "cas_cnn", "fid_cnn", "is_cnn", "epsilon="):
         assert needle in printed
+    # No Inception weights (the tests' torch hub cache is empty): one line says so.
+    assert [line for line in printed.splitlines() if "--fid-weights" in line] == [
+        "  note: " + missing_weights_note()]
     result = json.loads((run_dir / EVALUATION_FILE).read_text())
-    assert set(result["final"]) == {"cas_logreg", "cas_mlp", "cas_cnn", "fid", "inception_score"}
+    assert set(result["final"]) == {"cas_logreg", "cas_mlp", "cas_cnn", "fid_cnn", "is_cnn"}
+    assert result["inception"] == {"available": False, "reason": missing_weights_note()}
     assert all(np.isfinite(v) for v in result["final"].values())
-    assert 1.0 <= result["final"]["inception_score"] <= 10.0
+    assert 1.0 <= result["final"]["is_cnn"] <= 10.0
     assert result["selection_score"]["private"] is True
     plot = Image.open(run_dir / PLOT_FILE)
     assert plot.width > 600 and plot.height > 200
@@ -145,7 +153,7 @@ def test_a_public_reference_network_puts_the_is_curve_in_the_release(run_dir, tm
     assert result["reference"]["feature_network_trained_on"].endswith("(public)")
     curve = json.loads((run_dir / "release" / PUBLIC_CURVE_JSON).read_text())
     assert [p["epsilon_spent"] for p in curve["points"]] == [2.0, 4.9]
-    assert set(curve["points"][0]) == {"epsilon_spent", "epoch", "inception_score"}
+    assert set(curve["points"][0]) == {"epsilon_spent", "epoch", "is_cnn"}
     assert Image.open(run_dir / "release" / PUBLIC_CURVE_PLOT).width > 300
     for name in (PUBLIC_CURVE_JSON, PUBLIC_CURVE_PLOT):
         (run_dir / "release" / name).unlink()  # the module's other tests see a plain release
@@ -175,3 +183,41 @@ def test_curve_checkpoints_are_spread_and_keep_the_last(run_dir) -> None:
     result = evaluate_run(run_dir, settings=dataclasses.replace(FAST, curve_checkpoints=1))
     assert [p["step"] for p in result["curve"]] == [20]
     assert result["settings"]["device"] == "cpu" and result["settings"]["curve_checkpoints"] == 1
+
+
+@pytest.mark.slow
+def test_the_inception_figures_come_with_weights(run_dir, tmp_path) -> None:
+    """With a weights file (here a random Inception), evaluation.json carries the
+    field's figures beside the domain-CNN ones, and records how they were made."""
+    from tests.evaluation.inception_helpers import small_inputs, write_random_inception_weights
+
+    weights = write_random_inception_weights(tmp_path / "inception.pth")
+    settings = dataclasses.replace(FAST, fid_weights=weights, inception_samples=20,
+                                   curve_checkpoints=0)
+    with small_inputs():
+        result = evaluate_run(run_dir, settings=settings)
+    assert set(result["final"]) == {"cas_logreg", "fid_cnn", "is_cnn", "fid_inception",
+                                    "is_inception", "precision", "recall"}
+    assert all(np.isfinite(v) for v in result["final"].values())
+    assert 0 <= result["final"]["precision"] <= 1 and 0 <= result["final"]["recall"] <= 1
+    record = result["inception"]
+    assert record["available"] is True and record["weights"] == str(weights)
+    assert len(record["sha256"]) == 64
+    # 20 synthetic images against 20 of the 190 test images
+    assert (record["synthetic_samples"], record["real_samples"]) == (20, 20)
+    table = format_table(result)
+    assert "fid_inception" in table and "20 synthetic vs 20 test images" in table
+    assert "note:" not in table
+    assert json.loads((run_dir / EVALUATION_FILE).read_text())["inception"] == record
+
+
+def test_missing_named_weights_are_refused_up_front(tmp_path, capsys) -> None:
+    with pytest.raises(ConfigError, match="--fid-weights .*nope.pth is not a file"):
+        EvaluationSettings(fid_weights=tmp_path / "nope.pth")
+    with pytest.raises(ConfigError, match="at least 20"):
+        EvaluationSettings(inception_samples=5)
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(evaluate_main, [str(tmp_path), "--fid-weights", str(tmp_path / "nope.pth")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --fid-weights") and "\n" not in err

@@ -49,6 +49,7 @@ def _fails(argv: list[str], capsys) -> str:
     (["dpaf", "--curve-checkpoints", "-1"], "--curve-checkpoints"),
     (["dpaf", "--num-classes", "5"], "'digits' has 10 classes, not 5"),
     (["dpaf", "--num-classes", "0"], "class count 0"),
+    (["dpaf", "--fid-weights", "/nonexistent/inception.pth"], "/nonexistent/inception.pth"),
 ])
 def test_user_errors(argv: list[str], needle: str, capsys, tmp_path: Path) -> None:
     err = _fails([*argv, "--out", str(tmp_path / "run")], capsys)

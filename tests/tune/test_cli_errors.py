@@ -22,6 +22,7 @@ from raydp_synth.tune.__main__ import main
     (["dpaf", "--num-classes", "4"], "'digits' has 10 classes, not 4"),
     (["dpaf", "--dataset", "idx:/nonexistent/mnist:classes=10", "--num-classes", "3"],
      "class count 3 disagrees"),
+    (["dpaf", "--fid-weights", "/nonexistent/inception.pth"], "/nonexistent/inception.pth"),
 ])
 def test_bad_study_input_is_one_clear_line(argv, needle, capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_info:
