@@ -189,3 +189,12 @@ def test_a_directory_that_is_neither_is_one_line_and_exit_2(tmp_path, plans, cap
     err = captured.err.strip()
     assert err.startswith("error: ") and "neither a run directory" in err and "\n" not in err
     assert captured.out == ""
+
+
+def test_the_benchmarks_utility_table_is_the_reports_of_the_stored_runs() -> None:
+    """docs/benchmarks.md's generated table matches bench/results/utility/ (regenerate it
+    with the command the document gives after adding or changing a run there)."""
+    root = Path(__file__).resolve().parents[1]
+    runs = sorted(p for p in (root / "bench" / "results" / "utility").iterdir() if p.is_dir())
+    doc = (root / "docs" / "benchmarks.md").read_text()
+    assert runs and update_block(doc, to_markdown([read_row(r) for r in runs])) == doc
