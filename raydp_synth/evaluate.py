@@ -1,6 +1,7 @@
 """``python -m raydp_synth.evaluate RUN_DIR``: the curator's evaluation of a run.
 
-Prints CAS (three classifiers), the domain-CNN FID and IS (``fid_cnn``,
+Prints CAS (three classifiers by default;
+``--classifiers`` adds ResNet-9), the domain-CNN FID and IS (``fid_cnn``,
 ``is_cnn``) and, with the FID Inception-v3 weights (``--fid-weights`` or the torch
 hub cache), the field's ``fid_inception``, ``is_inception``, ``precision`` and
 ``recall`` of the run's released generator, and writes ``evaluation.json`` and
@@ -14,8 +15,19 @@ import argparse
 from pathlib import Path
 
 from raydp_synth.cli import add_fid_weights_argument, run_cli
+from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS, DEFAULT_CLASSIFIERS
 
 __all__ = ["main"]
+
+
+def _classifier_list(text: str) -> tuple[str, ...]:
+    """``"logreg,resnet9"`` -> ``("logreg", "resnet9")``, each a known kind."""
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in CLASSIFIER_KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: choose classifiers from {', '.join(CLASSIFIER_KINDS)}, comma-separated")
+    return tuple(dict.fromkeys(kinds))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,11 +39,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dataset", default=None,
                         help="the run's dataset spec, if it moved (default: from run.json)")
     parser.add_argument("--public-reference", default=None, metavar="DATASET",
-                        help="a dataset declared public to train the domain-CNN FID/IS "
-                        "network on (default: the test split)")
-    parser.add_argument("--num-synthetic", type=int, default=None,
-                        help="synthetic images for the final figures (default 10000; "
-                        "privimage-d 2000: 50-step DDIM sampling is slow on CPU)")
+                        help="a dataset declared public to train the domain-CNN FID/IS"
+                        " network on "
+                        "(default: the test split)")
+    parser.add_argument("--num-synthetic", "--cas-samples", type=int, default=None,
+                        dest="num_synthetic", metavar="N",
+                        help="synthetic images for the final figures: the CAS classifiers "
+                        "train on them and FID/IS compare them with the test split (default "
+                        "10000; privimage-d 2000: 50-step DDIM sampling is slow on CPU; "
+                        "DPImageBench trains its CAS classifiers on 60000)")
+    parser.add_argument("--classifiers", type=_classifier_list, default=None,
+                        metavar="KIND[,KIND...]",
+                        help="CAS classifiers, comma-separated, from "
+                        f"{', '.join(CLASSIFIER_KINDS)} (default {','.join(DEFAULT_CLASSIFIERS)}; "
+                        "resnet9 is a GPU network)")
     parser.add_argument("--curve-synthetic", type=int, default=None,
                         help="synthetic images per checkpoint of the curve (default 2000; "
                         "privimage-d 500)")
@@ -61,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
                                   curve_synthetic=args.curve_synthetic, seed=args.seed,
                                   curve_checkpoints=args.curve_checkpoints, device=device,
                                   fid_weights=args.fid_weights,
-                                  inception_samples=args.inception_samples)
+                                  inception_samples=args.inception_samples,
+                                  classifiers=args.classifiers or DEFAULT_CLASSIFIERS)
     result = evaluate_run(args.run_dir, dataset=args.dataset,
                           public_reference=args.public_reference, settings=settings)
     print(format_table(result))

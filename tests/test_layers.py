@@ -35,6 +35,7 @@ LAYERS = (
     "tune",
     "budget",
     "evaluate",
+    "report",
 )
 
 

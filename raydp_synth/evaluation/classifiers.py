@@ -1,7 +1,8 @@
 """The classifiers of "classifier accuracy on synthetic data" (CAS).
 
-Three classifiers, as in PrivImage's evaluation (Li et al. 2024, PrivImage, "CA";
-App.: scikit-learn's LR and MLP with default hyperparameters, and a CNN):
+The default three (:data:`DEFAULT_CLASSIFIERS`), as in PrivImage's evaluation (Li et
+al. 2024, PrivImage, "CA"; App.: scikit-learn's LR and MLP with default
+hyperparameters, and a CNN):
 
 * ``logreg``: ``sklearn.linear_model.LogisticRegression`` on the pixels;
 * ``mlp``: ``sklearn.neural_network.MLPClassifier`` (one hidden layer of 100
@@ -10,6 +11,17 @@ App.: scikit-learn's LR and MLP with default hyperparameters, and a CNN):
   literature (GS-WGAN, G-PATE, DataLens; Lin et al., DPAF, journal version Fig. 8, the
   "Keras MNIST CNN"): conv 3x3 with 32 maps, ReLU, conv 3x3 with 64 maps, ReLU,
   2x2 max-pool, dropout 0.25, dense 128, ReLU, dropout 0.5, dense to the classes.
+
+And an option (in :data:`CLASSIFIER_KINDS`, not in the default set):
+
+* ``resnet9``: :class:`ResNet9`, D. Page's fast CIFAR-10 ResNet-9 (2018, "How to
+  train your ResNet"): a prep conv of 64 maps, layer 1 of 128 maps with a residual
+  pair, layer 2 of 256, layer 3 of 512 with a residual pair, a global max-pool and
+  a linear layer (logits scaled by 1/8); every conv 3x3, BatchNorm, ReLU. It is the
+  ResNet-style CAS of DPImageBench (Gong et al. 2025, "DPImageBench: A Unified
+  Benchmark for Differentially Private Image Synthesis"), whose classifiers train
+  on 60,000 synthetic images (``--num-synthetic 60000``) and are scored on the real
+  test split. A GPU network: on a CPU, train it on a few thousand images at most.
 
 Each is trained with a fixed seed and no global random state (the CNN's initial
 parameters, batch order and dropout masks come from generators of that seed), so
@@ -33,12 +45,18 @@ from raydp_synth.runtime.seeding import seeded
 __all__ = [
     "CLASSIFIER_KINDS",
     "CNNClassifier",
+    "DEFAULT_CLASSIFIERS",
     "EvaluationCNN",
+    "ResNet9",
     "TrainedClassifier",
     "fit_classifier",
+    "fit_resnet9",
 ]
 
-CLASSIFIER_KINDS = ("logreg", "mlp", "cnn")
+#: Every classifier :func:`fit_classifier` trains.
+CLASSIFIER_KINDS = ("logreg", "mlp", "cnn", "resnet9")
+#: The CAS classifiers of an evaluation unless the user chooses.
+DEFAULT_CLASSIFIERS = ("logreg", "mlp", "cnn")
 
 
 class TrainedClassifier(Protocol):
@@ -83,10 +101,56 @@ class EvaluationCNN(nn.Module):
         return self.fc2(self._dropout(self.features(x), self.drop2))
 
 
-class CNNClassifier:
-    """A trained :class:`EvaluationCNN` (eval mode, on its device; numpy in and out)."""
+def _conv_bn(c_in: int, c_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+                         nn.BatchNorm2d(c_out), nn.ReLU())
 
-    def __init__(self, model: EvaluationCNN) -> None:
+
+class _Residual(nn.Module):
+    """``x + f(x)``, ``f`` two conv-BN-ReLU blocks of ``channels`` maps."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(_conv_bn(channels, channels), _conv_bn(channels, channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)
+
+
+class ResNet9(nn.Module):
+    """Page's ResNet-9 (see the module docstring), for 1- or 3-channel images.
+
+    Three 2x2 max-pools halve the image three times (16 px: 2x2 maps before the
+    global max-pool; 32 px: 4x4, Page's CIFAR-10 shape; 64 px: 8x8), so any size
+    from 8 px works. ``width`` scales every layer (64: the published network).
+    """
+
+    def __init__(self, *, channels: int, image_size: int, num_classes: int,
+                 width: int = 64) -> None:
+        super().__init__()
+        if image_size < 8:
+            raise ConfigError(f"ResNet-9 needs images of at least 8x8, got {image_size}")
+        w = width
+        self.prep = _conv_bn(channels, w)
+        self.layer1 = nn.Sequential(_conv_bn(w, 2 * w), nn.MaxPool2d(2), _Residual(2 * w))
+        self.layer2 = nn.Sequential(_conv_bn(2 * w, 4 * w), nn.MaxPool2d(2))
+        self.layer3 = nn.Sequential(_conv_bn(4 * w, 8 * w), nn.MaxPool2d(2), _Residual(8 * w))
+        self.linear = nn.Linear(8 * w, num_classes, bias=False)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The pooled 8 * width activations before the linear layer."""
+        x = self.layer3(self.layer2(self.layer1(self.prep(x))))
+        return torch.amax(x, dim=(2, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.features(x)) * 0.125
+
+
+class CNNClassifier:
+    """A trained :class:`EvaluationCNN` or :class:`ResNet9` (eval mode, on its device;
+    numpy in and out)."""
+
+    def __init__(self, model: EvaluationCNN | ResNet9) -> None:
         self.model = model.eval()
         self.device = next(model.parameters()).device
 
@@ -139,6 +203,45 @@ def _fit_cnn(
     return CNNClassifier(model)
 
 
+def fit_resnet9(
+    images: np.ndarray, labels: np.ndarray, *, num_classes: int, seed: int, steps: int,
+    batch_size: int = 256, max_lr: float = 2e-3, width: int = 64,
+    device: str | torch.device = "cpu",
+) -> CNNClassifier:
+    """Train :class:`ResNet9` (``fit_classifier("resnet9")``; ``width`` < 64 only
+    for quick tests of the procedure).
+
+    Adam under a one-cycle learning rate (warm-up to ``max_lr``, then annealing
+    to ~0: the last steps settle the weights, so the final network is the one
+    scored; no checkpoint is picked by its test accuracy). Initial parameters and
+    batch order come from generators of ``seed``; BatchNorm draws nothing, so the
+    global RNG is neither read nor changed.
+    """
+    x = torch.as_tensor(images, dtype=torch.float32).to(device)
+    y = torch.as_tensor(labels, dtype=torch.long).to(device)
+    model = seeded(lambda: ResNet9(channels=x.shape[1], image_size=x.shape[2],
+                                   num_classes=num_classes, width=width),
+                   torch.Generator().manual_seed(seed)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=max_lr)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=max_lr, total_steps=max(steps, 1))
+    order = torch.Generator().manual_seed(seed)
+    model.train()
+    batch_size = min(batch_size, len(x))
+    per_epoch = max(1, len(x) // batch_size)  # full batches only: BatchNorm needs > 1 record
+    perm = torch.randperm(len(x), generator=order)
+    for step in range(steps):
+        k = step % per_epoch
+        if k == 0 and step:
+            perm = torch.randperm(len(x), generator=order)
+        idx = perm[k * batch_size : (k + 1) * batch_size].to(device)
+        loss = F.cross_entropy(model(x[idx]), y[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        schedule.step()
+    return CNNClassifier(model)
+
+
 class _SklearnClassifier:
     def __init__(self, model: object) -> None:
         self.model = model
@@ -155,14 +258,18 @@ def fit_classifier(
     num_classes: int,
     seed: int = 0,
     cnn_steps: int = 400,
+    resnet9_steps: int = 2000,
     device: str | torch.device = "cpu",
 ) -> TrainedClassifier:
     """Train one of :data:`CLASSIFIER_KINDS` on ``images`` (float32 [N, C, H, W]).
 
     Args:
-        device: where the CNN trains and predicts (the others run on the CPU).
+        device: where the CNN and ResNet-9 train and predict (the others run on the CPU).
         cnn_steps: optimiser steps (batch 128, Adam 1e-3) of the CNN (400: 0.98 test accuracy on the real digits, ~8 s on 2 cores): a fixed
             compute budget whatever the size of the synthetic set.
+        resnet9_steps: optimiser steps (batch 256, one-cycle Adam) of ResNet-9:
+            2,000 are ~8.5 epochs of 60,000 synthetic images, a fixed budget
+            whatever their number.
 
     Raises:
         ConfigError: unknown kind, or training data with fewer than two classes.
@@ -175,6 +282,9 @@ def fit_classifier(
     if kind == "cnn":
         return _fit_cnn(images, labels, num_classes=num_classes, seed=seed, steps=cnn_steps,
                         device=device)
+    if kind == "resnet9":
+        return fit_resnet9(images, labels, num_classes=num_classes, seed=seed,
+                            steps=resnet9_steps, device=device)
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from sklearn.neural_network import MLPClassifier

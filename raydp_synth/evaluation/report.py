@@ -34,7 +34,12 @@ import torch
 from raydp_synth.data import DatasetSplits, ImageDataset, load_dataset
 from raydp_synth.data.public import load_public_records
 from raydp_synth.errors import ConfigError
-from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS, CNNClassifier, fit_classifier
+from raydp_synth.evaluation.classifiers import (
+    CLASSIFIER_KINDS,
+    DEFAULT_CLASSIFIERS,
+    CNNClassifier,
+    fit_classifier,
+)
 from raydp_synth.evaluation.inception import (
     InceptionFeatures,
     inception_figures,
@@ -90,7 +95,7 @@ class EvaluationSettings:
 
     num_synthetic: int | None = None
     curve_synthetic: int | None = None
-    classifiers: tuple[str, ...] = CLASSIFIER_KINDS
+    classifiers: tuple[str, ...] = DEFAULT_CLASSIFIERS
     curve_classifier: str = "logreg"
     seed: int = 0
     feature_steps: int = 400

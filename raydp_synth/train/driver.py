@@ -7,6 +7,7 @@ Layout of the run directory (docs/architecture.md, section 6)::
     DIR/metrics.json  per-epoch privacy-safe metrics   } curator-only, inside
     DIR/run.json      the request, config and plan     } the trusted boundary
     DIR/score.json    the private selection score      }
+    DIR/timing.json   the training's wall time         }
     DIR/evaluation.json, privacy_utility.png (unless --no-eval)
     DIR/ray/          Ray Train's checkpoints and logs }
 
@@ -346,7 +347,10 @@ def _run_training(request: TrainRequest) -> RunResult:
         shutil.rmtree(out, ignore_errors=True)
         raise
     epsilon = statement["epsilon"]
-    print(f"[raydp_synth] trained in {time.monotonic() - start:.0f}s; release written to "
+    train_s = time.monotonic() - start
+    # From the start of training to the written release (Ray Train, score, release).
+    (out / "timing.json").write_text(json.dumps({"train_s": round(train_s, 1)}, indent=2))
+    print(f"[raydp_synth] trained in {train_s:.0f}s; release written to "
           f"{out / 'release'} ("
           + (f"epsilon={epsilon:.4f}, delta={plan.delta:g})" if plan.private else "NOT PRIVATE)"))
     print(f"[raydp_synth] selection score ({score.classifier} on synthetic, "

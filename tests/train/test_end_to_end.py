@@ -78,6 +78,21 @@ def test_training_run_ends_with_the_curators_evaluation(run_dir) -> None:
     assert result.evaluation["curve"], "no checkpoint was evaluated"
 
 
+def test_the_results_table_reads_the_run_directory(run_dir) -> None:
+    from raydp_synth.report import read_row
+
+    out, result = run_dir
+    row = read_row(out)
+    assert (row.kind, row.method, row.dataset) == ("run", "dpaf", "digits")
+    assert row.epsilon == result.epsilon and row.delta == 1e-5
+    final = result.evaluation["final"]
+    assert row.cas == {k[4:]: v for k, v in final.items() if k.startswith("cas_")}
+    assert row.figures["fid_cnn"] == final.get("fid_cnn", final.get("fid"))
+    assert row.figures["is_cnn"] == final.get("is_cnn", final.get("inception_score"))
+    assert row.num_synthetic == result.evaluation["settings"]["num_synthetic"]
+    assert row.train_s is not None and row.train_s > 0  # timing.json
+
+
 def test_reported_metrics_are_on_the_allowlist(run_dir) -> None:
     out, result = run_dir
     allow = get_method("dpaf").metric_allowlist

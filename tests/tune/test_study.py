@@ -112,6 +112,14 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     offline, _ = ledger_statement(study)
     assert offline["epsilon"] == pytest.approx(statement["epsilon"], rel=1e-9)
     assert offline["trials_granted"] == 3
+    # The results table states the whole search's epsilon; no evaluation, no figures.
+    from raydp_synth.report import read_row
+
+    row = read_row(study)
+    assert row.kind == "study" and row.method == "dpaf"
+    assert row.epsilon == pytest.approx(statement["epsilon"], rel=1e-9)
+    assert row.counts == "whole search (compose, 3 trials)"
+    assert row.cas == {} and row.figures == {} and row.public == f"folder:{tmp_path}/public"
 
 
 @pytest.mark.ray
@@ -139,3 +147,8 @@ def test_random_stopping_study_prices_repeat_and_select_of_the_reference_plan(
     assert statement["epsilon"] == pytest.approx(expected, rel=1e-9) and expected <= 5.0
     text = json.dumps(statement)
     assert "trial_count" not in text and "trials_granted" not in text  # K stays secret
+    from raydp_synth.report import read_row
+
+    row = read_row(study)
+    assert row.epsilon == pytest.approx(expected, rel=1e-9)
+    assert row.counts == "whole search (random stopping, geometric, mean 1 trial)"
