@@ -27,9 +27,19 @@ def parse_settings(items: Sequence[str]) -> dict[str, str]:
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that declare a run's data (train and tune): the sensitive dataset,
-    its class count, and the data declared public."""
+    its class count and folder, the data declared public, and whether to download."""
     parser.add_argument("--dataset", default="digits",
-                        help="digits (default, embedded) | idx:DIR | folder:DIR | parquet:URI")
+                        help="digits (default, embedded) | mnist | fashion-mnist | cifar10 | "
+                        "celeba[:SIZE] (named datasets, standard train/test split; CelebA "
+                        "female/male decoded at SIZE, default 32) | idx:DIR | folder:DIR | "
+                        "parquet:URI")
+    parser.add_argument("--data-dir", default=None, metavar="DIR",
+                        help="the folder of a named dataset's files (default "
+                        "$XDG_CACHE_HOME/raydp_synth/datasets/NAME, i.e. under ~/.cache); "
+                        "--public naming the same dataset without a folder uses it too")
+    parser.add_argument("--download", action="store_true",
+                        help="fetch the official files of the named datasets declared that "
+                        "their folder lacks, checksums verified (nothing downloads without it)")
     parser.add_argument("--num-classes", type=int, default=None, metavar="K",
                         help="the dataset's class count, labels 0..K-1 (needed for IDX files "
                         "and Parquet without class metadata; must agree with a dataset's own "

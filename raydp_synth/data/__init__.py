@@ -4,7 +4,7 @@ Typical use::
 
     from raydp_synth.data import load_dataset
 
-    splits = load_dataset("digits")          # or "idx:DIR", "folder:DIR", "parquet:URI"
+    splits = load_dataset("digits")          # or "mnist", "celeba:64:DIR", "idx:DIR", ...
     splits.train.images                      # float32 [N, C, H, W] in [-1, 1]
 """
 

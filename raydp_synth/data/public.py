@@ -20,13 +20,19 @@ training splits of neighbouring datasets are neighbouring or equal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from raydp_synth.data.dataset import DatasetSplits, ImageDataset
-from raydp_synth.data.spec import absolute_spec, load_dataset, load_raw, parse_dataset_spec
+from raydp_synth.data.spec import (
+    NAMED_KINDS,
+    absolute_spec,
+    load_dataset,
+    load_raw,
+    parse_dataset_spec,
+)
 from raydp_synth.data.splits import record_uniforms
 from raydp_synth.data.transforms import resize_uint8, to_unit_range
 from raydp_synth.errors import DataError
@@ -39,6 +45,7 @@ __all__ = [
     "load_training_data",
     "parse_public_spec",
     "public_records",
+    "public_with_data_dir",
 ]
 
 _FRACTION = ":fraction="
@@ -189,3 +196,20 @@ def public_records(spec: str, *, like: ImageDataset, seed: int) -> ImageDataset:
     """Every record of a dataset the user declared public, shaped like ``like``."""
     del seed  # a public dataset is used whole
     return load_public_records(spec, like=like, what=f"the public validation data {spec}")
+
+
+def public_with_data_dir(text: str | None, dataset: str) -> str | None:
+    """``--public`` (or ``--public-validation``) with the training dataset's folder
+    (``--data-dir``) filled in where it names the same named dataset without one:
+    ``--dataset mnist --data-dir D --public mnist:fraction=0.02`` declares a part of
+    the records in D, the training records, not of the default folder's copy.
+    ``None`` stays ``None``."""
+    if text is None:
+        return None
+    declared = parse_public_spec(text)
+    public, training = parse_dataset_spec(declared.dataset), parse_dataset_spec(dataset)
+    if (public.kind != training.kind or public.kind not in NAMED_KINDS
+            or public.location is not None or training.location is None):
+        return text
+    filled = replace(public, location=training.location)
+    return str(PublicDeclaration(dataset=str(filled), fraction=declared.fraction))

@@ -1,53 +1,74 @@
-"""Dataset spec strings (``digits``, ``idx:DIR``, ``folder:DIR``, ``parquet:URI``).
+"""Dataset spec strings (``digits``, ``mnist``, ``celeba:64``, ``idx:DIR``, ...).
 
 A spec names a dataset on the command line or in a config file. Only the text
 before the first ``:`` is the kind, so ``parquet:s3://bucket/x.parquet`` keeps
 its URI intact. :func:`load_dataset` turns a spec into ready splits; the
 dataset's name is the canonical spec string.
 
+The named datasets (``mnist``, ``fashion-mnist``, ``cifar10``, ``celeba``;
+:mod:`raydp_synth.data.named`) take their folder as an optional location
+(``mnist:/data/mnist``; ``--data-dir``), else the default cache folder, which
+:func:`absolute_spec` writes into the spec so that a Ray worker reads the same
+folder. CelebA also takes its decode size: ``celeba[:SIZE][:DIR]`` (default 32).
+
 **The class set is declared, never read off the labels present.** It fixes the
 model's architecture and is a public fact of the privacy statement, so it must
 not depend on which records are in the data (docs/privacy.md, "What the
 guarantee assumes public"). It comes from the dataset's own declaration (the
-digits loader's 10 classes, an image folder's class directories, Parquet schema
-metadata) or from the user: ``--num-classes K`` on the CLIs, written into the
-spec as the suffix ``:classes=K`` (``idx:/data/mnist:classes=10``) so that it
-travels with the dataset wherever the spec goes (a study's trials, ``run.json``,
-the evaluation). Formats that declare nothing (IDX files, Parquet without class
-metadata) need it; a declaration that disagrees with the dataset's own is refused.
+digits loader's 10 classes, a named dataset's, an image folder's class
+directories, Parquet schema metadata) or from the user: ``--num-classes K`` on
+the CLIs, written into the spec as the suffix ``:classes=K``
+(``idx:/data/mnist:classes=10``) so that it travels with the dataset wherever the
+spec goes (a study's trials, ``run.json``, the evaluation). Formats that declare
+nothing (IDX files, Parquet without class metadata) need it; a declaration that
+disagrees with the dataset's own is refused.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
+from raydp_synth.data.celeba import CELEBA_SIZES
 from raydp_synth.data.dataset import DatasetSplits, RawImages
 from raydp_synth.data.digits import load_digits_raw
 from raydp_synth.data.folder import load_folder_raw
 from raydp_synth.data.idx import load_idx_raw
+from raydp_synth.data.named import NAMED_DATASETS, default_data_dir, load_named_raw
 from raydp_synth.data.parquet import load_parquet_raw
 from raydp_synth.data.splits import split_dataset
 from raydp_synth.data.transforms import default_image_size
 from raydp_synth.errors import DataError
 
 __all__ = [
+    "CELEBA_DEFAULT_SIZE",
     "DATASET_KINDS",
     "DIGITS_CLASSES",
     "DatasetSpec",
+    "NAMED_KINDS",
     "absolute_spec",
     "load_dataset",
     "load_raw",
     "parse_dataset_spec",
+    "with_data_dir",
     "with_num_classes",
 ]
 
-DATASET_KINDS = ("digits", "idx", "folder", "parquet")
-"""Valid spec kinds; only ``digits`` takes no location."""
+NAMED_KINDS = tuple(NAMED_DATASETS)
+"""The named datasets: ``mnist``, ``fashion-mnist``, ``cifar10``, ``celeba``."""
+
+DATASET_KINDS = ("digits", *NAMED_KINDS, "idx", "folder", "parquet")
+"""Valid spec kinds: ``digits`` takes no location, a named dataset an optional
+folder, the others a required one."""
 
 DIGITS_CLASSES = 10
 """The digits loader's known class set: the ten digits."""
 
-_VALID_FORMS = "digits | idx:DIR | folder:DIR | parquet:URI"
+CELEBA_DEFAULT_SIZE = 32
+"""CelebA's decode size when the spec names none."""
+
+_VALID_FORMS = ("digits | mnist | fashion-mnist | cifar10 | celeba[:SIZE] (each [:DIR]) | "
+                "idx:DIR | folder:DIR | parquet:URI")
 _CLASSES = ":classes="
 
 
@@ -56,16 +77,18 @@ class DatasetSpec:
     """A parsed dataset spec.
 
     Attributes:
-        kind: One of ``"digits"``, ``"idx"``, ``"folder"``, ``"parquet"``.
-        location: The folder or URI; ``None`` exactly when ``kind`` is
-            ``"digits"``.
+        kind: One of :data:`DATASET_KINDS`.
+        location: The folder or URI; ``None`` for ``"digits"`` and for a named
+            dataset in its default folder.
         num_classes: The class count the user declared (``--num-classes``,
             suffix ``:classes=K``), or ``None``: the dataset's own declaration.
+        size: CelebA's decode size (default 32); ``None`` for every other kind.
     """
 
     kind: str
     location: str | None = None
     num_classes: int | None = None
+    size: int | None = None
 
     def __post_init__(self) -> None:
         """Check the kind and that a location is given exactly when needed.
@@ -80,31 +103,78 @@ class DatasetSpec:
             raise DataError(
                 f"dataset 'digits' takes no location, got {self.location!r}; write just 'digits'"
             )
-        if self.kind != "digits" and (not isinstance(self.location, str) or not self.location):
+        if self.kind in NAMED_KINDS:
+            if self.location is not None and (not isinstance(self.location, str)
+                                              or not self.location):
+                raise DataError(f"dataset {self.kind!r}: the folder must be a non-empty path; "
+                                f"write {self.kind} or {self.kind}:DIR")
+        elif self.kind != "digits" and (not isinstance(self.location, str) or not self.location):
             placeholder = "URI" if self.kind == "parquet" else "DIR"
             raise DataError(
                 f"dataset kind {self.kind!r} needs a location; write {self.kind}:{placeholder}"
             )
+        if self.kind == "celeba":
+            if self.size is None:
+                object.__setattr__(self, "size", CELEBA_DEFAULT_SIZE)
+            _check_celeba_size(self.size)
+        elif self.size is not None:
+            raise DataError(f"dataset {self.kind!r} takes no image size (only celeba:SIZE does); "
+                            "resize with --set image_size=N")
         if self.num_classes is not None:
             _check_num_classes(self.num_classes)
-            if self.kind == "digits" and self.num_classes != DIGITS_CLASSES:
+            known = self.known_classes
+            if known is not None and self.num_classes != known:
                 raise DataError(
-                    f"dataset 'digits' has {DIGITS_CLASSES} classes, not {self.num_classes}; "
+                    f"dataset {self.kind!r} has {known} classes, not {self.num_classes}; "
                     "drop the class count declaration"
                 )
 
     @property
+    def known_classes(self) -> int | None:
+        """The class count the kind itself declares (digits, a named dataset), or ``None``."""
+        if self.kind == "digits":
+            return DIGITS_CLASSES
+        if self.kind in NAMED_KINDS:
+            return len(NAMED_DATASETS[self.kind].class_names)
+        return None
+
+    @property
+    def data_dir(self) -> str | None:
+        """A named dataset's folder (the location, else the default cache folder);
+        ``None`` for the other kinds."""
+        if self.kind not in NAMED_KINDS:
+            return None
+        return self.location if self.location is not None else str(default_data_dir(self.kind))
+
+    @property
     def source(self) -> str:
         """Where the records come from (kind and location, without the class
-        declaration): two specs with the same source name the same records."""
-        return self.kind if self.location is None else f"{self.kind}:{self.location}"
+        declaration or CelebA's decode size; a named dataset's default folder
+        spelled out): two specs with the same source name the same records."""
+        location = self.data_dir if self.kind in NAMED_KINDS else self.location
+        return self.kind if location is None else f"{self.kind}:{location}"
 
     def __str__(self) -> str:
-        """Return the canonical spec string, e.g. ``"idx:/data/mnist:classes=10"``
-        (``digits`` never shows its known class count)."""
-        if self.num_classes is None or self.kind == "digits":
-            return self.source
-        return f"{self.source}{_CLASSES}{self.num_classes}"
+        """Return the canonical spec string, e.g. ``"idx:/data/mnist:classes=10"`` or
+        ``"celeba:64:/data/celeba"`` (a kind that declares its classes never shows
+        the count)."""
+        head = self.kind if self.size is None else f"{self.kind}:{self.size}"
+        text = head if self.location is None else f"{head}:{self.location}"
+        if self.num_classes is None or self.known_classes is not None:
+            return text
+        return f"{text}{_CLASSES}{self.num_classes}"
+
+
+def _check_celeba_size(value: object) -> int:
+    """CelebA's decode size: a power of two from 8 to 128.
+
+    Raises:
+        DataError: otherwise.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value not in CELEBA_SIZES:
+        raise DataError(f"CelebA image size {value!r} is not one of {list(CELEBA_SIZES)}; "
+                        "write e.g. celeba:64")
+    return value
 
 
 def _check_num_classes(value: object) -> int:
@@ -121,10 +191,13 @@ def _check_num_classes(value: object) -> int:
 def parse_dataset_spec(spec: str) -> DatasetSpec:
     """Parse a spec string.
 
-    Grammar: ``digits`` | ``idx:DIR`` | ``folder:DIR`` | ``parquet:URI``, each
-    optionally followed by ``:classes=K`` (the declared class count). The kind
-    is case-insensitive and surrounding whitespace is ignored; the location is
-    everything after the first ``:`` up to a final ``:classes=K``.
+    Grammar: ``digits`` | ``NAME[:DIR]`` | ``celeba[:SIZE][:DIR]`` | ``idx:DIR`` |
+    ``folder:DIR`` | ``parquet:URI``, each optionally followed by ``:classes=K``
+    (the declared class count), where NAME is ``mnist``, ``fashion-mnist`` or
+    ``cifar10``. The kind is case-insensitive and surrounding whitespace is
+    ignored; the location is everything after the first ``:`` (after CelebA's
+    size: a first segment of digits) up to a final ``:classes=K``. A CelebA folder
+    whose name is all digits is written ``celeba:./64``.
 
     Args:
         spec: The spec string.
@@ -162,10 +235,58 @@ def parse_dataset_spec(spec: str) -> DatasetSpec:
                 f"dataset spec {spec!r}: 'digits' takes no location; write just 'digits'"
             )
         return DatasetSpec(kind=kind, num_classes=num_classes)
+    if kind in NAMED_KINDS:
+        return _parse_named(spec, kind, location.strip() if sep else None, num_classes)
     if not location.strip():
         placeholder = "URI" if kind == "parquet" else "DIR"
         raise DataError(f"dataset spec {spec!r} has no location; write {kind}:{placeholder}")
     return DatasetSpec(kind=kind, location=location.strip(), num_classes=num_classes)
+
+
+def _parse_named(spec: str, kind: str, rest: str | None, num_classes: int | None) -> DatasetSpec:
+    """A named dataset's optional ``[SIZE:]DIR`` (the size for CelebA only)."""
+    size = None
+    if kind == "celeba" and rest is not None:
+        head, sep, tail = rest.partition(":")
+        if head.strip().isdigit():
+            size = int(head)
+            rest = tail.strip() if sep else None
+    if rest is not None and not rest:
+        form = "celeba[:SIZE][:DIR]" if kind == "celeba" else f"{kind}[:DIR]"
+        raise DataError(f"dataset spec {spec!r} has an empty folder; write {form}")
+    return DatasetSpec(kind=kind, location=rest, num_classes=num_classes, size=size)
+
+
+def with_data_dir(spec: str, data_dir: str | None) -> str:
+    """The spec string with ``--data-dir`` folded in as a named dataset's folder.
+
+    Args:
+        spec: A spec string.
+        data_dir: ``--data-dir``, or ``None`` (``spec`` is returned as is).
+
+    Raises:
+        DataError: a malformed spec, a spec that is not a named dataset, or one that
+            already names another folder.
+    """
+    if data_dir is None:
+        return spec
+    parsed = parse_dataset_spec(spec)
+    if parsed.kind not in NAMED_KINDS:
+        where = ("" if parsed.kind == "digits"
+                 else f" (write its folder in the spec: {parsed.kind}:DIR)")
+        raise DataError(f"--data-dir is the folder of a named dataset ({', '.join(NAMED_KINDS)}), "
+                        f"not of {spec}{where}; drop --data-dir")
+    if not str(data_dir).strip():
+        raise DataError("--data-dir is empty; pass the folder of the dataset's files")
+    if parsed.location is not None and _same_path(parsed.location) != _same_path(data_dir):
+        raise DataError(f"the dataset spec {spec} already names the folder {parsed.location}, "
+                        f"--data-dir another ({data_dir}); give the folder once")
+    return str(replace(parsed, location=str(data_dir)))
+
+
+def _same_path(path: str) -> str:
+    """A local path made absolute, ``~`` expanded."""
+    return os.path.abspath(os.path.expanduser(path))
 
 
 def with_num_classes(spec: str, num_classes: int | None) -> str:
@@ -193,27 +314,29 @@ def with_num_classes(spec: str, num_classes: int | None) -> str:
 
 def absolute_spec(spec: str) -> str:
     """The spec with a local location made absolute (``~`` expanded), so that it names
-    the same files in a Ray worker, whose working directory is not the user's.
-    URIs with a scheme (``s3://``, ``gs://``, ``file://``) are left as they are.
+    the same files in a Ray worker, whose working directory (and environment) is
+    not the user's: a named dataset without a folder gets its default cache folder
+    spelled out. URIs with a scheme (``s3://``, ``gs://``, ``file://``) are left as
+    they are.
 
     Raises:
         DataError: a malformed spec.
     """
-    import os
-
     parsed = parse_dataset_spec(spec)
+    if parsed.kind in NAMED_KINDS:
+        return str(replace(parsed, location=_same_path(str(parsed.data_dir))))
     location = parsed.location
     if location is None or "://" in location:
         return str(parsed)
-    return str(replace(parsed, location=os.path.abspath(os.path.expanduser(location))))
+    return str(replace(parsed, location=_same_path(location)))
 
 
 def load_raw(spec: DatasetSpec, *, default_classes: int | None = None) -> RawImages:
     """Load the decoded images a spec names, with their declared class set.
 
-    The class set is the dataset's own declaration (digits: 10; an image
-    folder's class directories; Parquet class metadata), else the spec's
-    ``:classes=K``, else ``default_classes`` (a caller's declaration for data
+    The class set is the dataset's own declaration (digits: 10; a named
+    dataset's; an image folder's class directories; Parquet class metadata),
+    else the spec's ``:classes=K``, else ``default_classes`` (a caller's declaration for data
     that must be like other data: public records like the training data, a
     test split like a released generator). A class may have no record.
 
@@ -234,6 +357,8 @@ def load_raw(spec: DatasetSpec, *, default_classes: int | None = None) -> RawIma
     location = spec.location if spec.location is not None else ""
     if spec.kind == "digits":
         raw = load_digits_raw()
+    elif spec.kind in NAMED_KINDS:
+        raw = load_named_raw(spec.kind, spec.location, size=spec.size or CELEBA_DEFAULT_SIZE)
     elif spec.kind == "idx":
         raw = load_idx_raw(location, num_classes=declared)
     elif spec.kind == "folder":
@@ -268,7 +393,8 @@ def load_dataset(
         spec: A spec string or parsed spec.
         image_size: Side length of the model images; ``None`` picks
             :func:`~raydp_synth.data.transforms.default_image_size` of the
-            source's native size (8x8 digits -> 16, 28x28 MNIST -> 32).
+            source's native size (8x8 digits -> 16, 28x28 MNIST -> 32, CelebA:
+            its decode size).
         seed: Seed of the deterministic split.
         public: Whether the user declared the dataset public.
         default_classes: The class count for a dataset that declares none (see

@@ -47,16 +47,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from raydp_synth.data.spec import with_num_classes
+    from raydp_synth.data.fetch import download_declared
+    from raydp_synth.data.public import public_with_data_dir
+    from raydp_synth.data.spec import with_data_dir, with_num_classes
     from raydp_synth.train.driver import TrainRequest, run_training
 
     out = args.out or Path("runs") / f"{args.method}-{time.strftime('%Y%m%d-%H%M%S')}"
+    dataset = with_data_dir(with_num_classes(args.dataset, args.num_classes), args.data_dir)
+    public = public_with_data_dir(args.public, dataset)
+    public_validation = public_with_data_dir(args.public_validation, dataset)
+    if args.download:
+        download_declared([dataset, public, public_validation])
     run_training(TrainRequest(
-        method=args.method, epsilon=args.epsilon, delta=args.delta, out=out,
-        dataset=with_num_classes(args.dataset, args.num_classes),
+        method=args.method, epsilon=args.epsilon, delta=args.delta, out=out, dataset=dataset,
         settings=parse_settings(args.settings), workers=args.workers,
         use_gpu=args.use_gpu, seed=args.seed, dp_seed=args.dp_seed,
-        public=args.public, public_validation=args.public_validation, non_private=args.non_private,
+        public=public, public_validation=public_validation, non_private=args.non_private,
         evaluate=not args.no_eval, curve_checkpoints=args.curve_checkpoints,
         **release_overrides(args),
     ))

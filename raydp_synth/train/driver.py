@@ -70,7 +70,7 @@ class TrainRequest:
         method: registered method name.
         epsilon, delta: the run's privacy budget.
         out: the run directory (must not exist or be empty).
-        dataset: dataset spec (``digits``, ``idx:DIR``, ``folder:DIR``, ``parquet:URI``).
+        dataset: dataset spec (``digits``, ``mnist:DIR``, ``idx:DIR``, ``folder:DIR``, ...).
         settings: method config values (``--set key=value``).
         workers: Ray Train workers (data-parallel).
         use_gpu: one GPU per worker.

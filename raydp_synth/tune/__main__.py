@@ -55,11 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from raydp_synth.data.spec import with_num_classes
+    from raydp_synth.data.fetch import download_declared
+    from raydp_synth.data.public import public_with_data_dir
+    from raydp_synth.data.spec import with_data_dir, with_num_classes
     from raydp_synth.tune.study import StudyRequest, run_study
 
-    # The declaration travels in the spec (``:classes=K``) to the study's trials.
-    dataset = with_num_classes(args.dataset, args.num_classes)
+    # The declarations travel in the spec (``:classes=K``, the folder) to the trials.
+    dataset = with_data_dir(with_num_classes(args.dataset, args.num_classes), args.data_dir)
+    public = public_with_data_dir(args.public, dataset)
+    public_validation = public_with_data_dir(args.public_validation, dataset)
+    if args.download:
+        download_declared([dataset, public, public_validation])
     sampler = args.sampler or ("random" if args.selection == "random-stopping" else "tpe")
     run_study(StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
@@ -67,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         search_space=args.search_space, max_concurrent=args.max_concurrent,
         workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu, dataset=dataset,
         storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,
-        public=args.public, public_validation=args.public_validation, evaluate=not args.no_eval,
+        public=public, public_validation=public_validation, evaluate=not args.no_eval,
         **release_overrides(args),
     ))
     return 0

@@ -42,7 +42,8 @@ def test_parse_valid_specs(text: str, kind: str, location: str | None) -> None:
 @pytest.mark.parametrize(
     ("text", "pattern"),
     [
-        ("mnist", r"unknown dataset spec 'mnist'; use one of: digits \| idx:DIR \| folder:DIR"),
+        ("cifar100", r"unknown dataset spec 'cifar100'; use one of: digits \| mnist \| "
+                     r"fashion-mnist \| cifar10 \| celeba\[:SIZE\] \(each \[:DIR\]\) \| idx:DIR"),
         ("csv:/x.csv", r"unknown dataset spec 'csv:/x.csv'; use one of: .*parquet:URI"),
         ("", "unknown dataset spec ''"),
         ("idx:", "has no location; write idx:DIR"),
