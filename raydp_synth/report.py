@@ -300,21 +300,34 @@ def to_markdown(rows: Sequence[ReportRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def update_block(text: str, table: str, *, source: str = "the file") -> str:
-    """``text`` with the lines between :data:`BEGIN_MARKER` and :data:`END_MARKER`
-    replaced by ``table`` (the marker lines stay).
+def block_markers(block: str | None = None) -> tuple[str, str]:
+    """The marker lines around a generated table: ``<!-- report:begin -->`` and
+    ``<!-- report:end -->``, or ``<!-- report:begin NAME -->`` ... for a named block (a
+    document with several generated tables)."""
+    if block is None:
+        return BEGIN_MARKER, END_MARKER
+    if not block.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"block name {block!r} must be letters, digits, '-' or '_'")
+    return f"<!-- report:begin {block} -->", f"<!-- report:end {block} -->"
+
+
+def update_block(text: str, table: str, *, source: str = "the file",
+                 block: str | None = None) -> str:
+    """``text`` with the lines between the begin and end markers of ``block``
+    (:func:`block_markers`) replaced by ``table`` (the marker lines stay).
 
     Raises:
         ConfigError: the markers are missing, repeated or out of order.
     """
-    begin, end = text.count(BEGIN_MARKER), text.count(END_MARKER)
-    if begin != 1 or end != 1 or text.index(BEGIN_MARKER) > text.index(END_MARKER):
-        raise ConfigError(f"{source} needs exactly one {BEGIN_MARKER} line followed by one "
-                          f"{END_MARKER} line around the table to replace; found {begin} and "
+    begin_marker, end_marker = block_markers(block)
+    begin, end = text.count(begin_marker), text.count(end_marker)
+    if begin != 1 or end != 1 or text.index(begin_marker) > text.index(end_marker):
+        raise ConfigError(f"{source} needs exactly one {begin_marker} line followed by one "
+                          f"{end_marker} line around the table to replace; found {begin} and "
                           f"{end}")
-    head, rest = text.split(BEGIN_MARKER)
-    _, tail = rest.split(END_MARKER)
-    return head + BEGIN_MARKER + "\n" + table.rstrip("\n") + "\n" + END_MARKER + tail
+    head, rest = text.split(begin_marker)
+    _, tail = rest.split(end_marker)
+    return head + begin_marker + "\n" + table.rstrip("\n") + "\n" + end_marker + tail
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update", type=Path, default=None, metavar="FILE",
                         help=f"replace the table between the {BEGIN_MARKER} and {END_MARKER} "
                         "lines of a Markdown file")
+    parser.add_argument("--block", default=None, metavar="NAME",
+                        help="with --update: the table between <!-- report:begin NAME --> and "
+                        "<!-- report:end NAME --> (a file with several generated tables)")
     args = parser.parse_args(argv)
     rows = [read_row(d) for d in args.dirs]
     markdown = to_markdown(rows)
@@ -337,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.update.is_file():
             raise ConfigError(f"--update {args.update} does not exist; pass a Markdown file "
                               f"with {BEGIN_MARKER} and {END_MARKER} lines")
-        updated = update_block(args.update.read_text(), markdown, source=str(args.update))
+        updated = update_block(args.update.read_text(), markdown, source=str(args.update),
+                               block=args.block)
     if args.csv is not None:
         args.csv.write_text(to_csv(rows))
         print(f"wrote {args.csv}")

@@ -198,3 +198,24 @@ def test_the_benchmarks_utility_table_is_the_reports_of_the_stored_runs() -> Non
     runs = sorted(p for p in (root / "bench" / "results" / "utility").iterdir() if p.is_dir())
     doc = (root / "docs" / "benchmarks.md").read_text()
     assert runs and update_block(doc, to_markdown([read_row(r) for r in runs])) == doc
+
+
+def test_a_named_block_is_replaced_and_the_others_are_left_alone() -> None:
+    text = ("a\n<!-- report:begin -->\nold\n<!-- report:end -->\nb\n"
+            "<!-- report:begin mnist -->\nold mnist\n<!-- report:end mnist -->\nc\n")
+    updated = update_block(text, "| new |\n", block="mnist")
+    assert updated == text.replace("old mnist", "| new |")
+    assert update_block(text, "| x |\n") == text.replace("\nold\n", "\n| x |\n")
+    with pytest.raises(ConfigError, match="report:begin cifar10"):
+        update_block(text, "| x |\n", block="cifar10")
+
+
+def test_the_benchmarks_mnist_table_is_the_reports_of_the_stored_mnist_runs() -> None:
+    """docs/benchmarks.md's MNIST table matches bench/results/mnist/ (the command that
+    regenerates it is in the document)."""
+    root = Path(__file__).resolve().parents[1]
+    stored = root / "bench" / "results" / "mnist"
+    runs = sorted(p for p in stored.iterdir() if p.is_dir())
+    doc = (root / "docs" / "benchmarks.md").read_text()
+    table = to_markdown([read_row(r) for r in runs])
+    assert update_block(doc, table, block="mnist") == doc
