@@ -6,7 +6,23 @@ from typing import Any
 
 import torch
 
+from raydp_synth.methods.base import Method
 from raydp_synth.runtime.context import WorkerContext
+
+_PLANS: dict[tuple[Any, ...], Any] = {}
+
+
+def shared_plan(method: Any, config: Any, info: Any, *, target_epsilon: float = 3.0,
+                delta: float = 1e-5) -> Any:
+    """``method.plan(config, ...)``, calibrated once per schedule. Calibration takes
+    seconds, and ``Method.plan`` (which no method overrides) reads only the schedule:
+    configs that differ in what the schedule does not see (an aggregation mode, a
+    seed, the image size of a GAN) share the plan, which is immutable."""
+    assert type(method).plan is Method.plan, f"{method.name} overrides Method.plan"
+    key = (method.name, tuple(method.schedule(config, info)), target_epsilon, delta)
+    if key not in _PLANS:
+        _PLANS[key] = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=info)
+    return _PLANS[key]
 
 
 def run_loop(method: Any, config: Any, plan: Any, info: Any, train: Any,

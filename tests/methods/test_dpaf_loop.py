@@ -6,18 +6,23 @@ import numpy as np
 import pytest
 import torch
 
-from raydp_synth.data import DataInfo, load_dataset
+from raydp_synth.data import DataInfo, ImageDataset, load_dataset
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method
 from raydp_synth.methods.dpaf.loop import total_variation
-from tests.methods.loop_run import run_loop
+from tests.methods.loop_run import run_loop, shared_plan
 
 DPAF = get_method("dpaf")
+#: Every mechanism releases a few times on 240 records; conv2* every mu = 2 iterations.
+LOOP_SETTINGS = {"epochs": 0.5, "classifier_epochs": 0.1, "batch_size": 24, "mu": 2}
 
 
 @pytest.fixture(scope="module")
 def digits():
-    train = load_dataset("digits").train
+    """240 training digits: every mode's loop runs a few releases of each mechanism."""
+    full = load_dataset("digits").train
+    train = ImageDataset(images=full.images[:240], labels=full.labels[:240],
+                         num_classes=full.num_classes, name="digits (240)")
     info = DataInfo(num_records=len(train), image_size=16, channels=1, num_classes=10)
     return train, info
 
@@ -28,10 +33,10 @@ def digits():
 def test_loop_runs_its_plan_and_reports_only_safe_keys(
         digits, aggregation: str, generator_loss: str, g_smoothness: float) -> None:
     train, info = digits
-    config = DPAF.make_config({"epochs": 0.5, "classifier_epochs": 0.1, "batch_size": 256, "mu": 2,
-                               "aggregation": aggregation, "generator_loss": generator_loss,
-                               "g_smoothness": g_smoothness}, info)
-    plan = DPAF.plan(config, target_epsilon=5.0, delta=1e-5, data=info)
+    config = DPAF.make_config({**LOOP_SETTINGS, "aggregation": aggregation,
+                               "generator_loss": generator_loss, "g_smoothness": g_smoothness},
+                              info)
+    plan = shared_plan(DPAF, config, info, target_epsilon=5.0)  # the same for every mode
     reports, states = run_loop(DPAF, config, plan, info, train)
     assert all(set(r) <= DPAF.metric_allowlist for r in reports)
     assert {r["phase"] for r in reports} == {1, 2}
@@ -44,7 +49,8 @@ def test_loop_runs_its_plan_and_reports_only_safe_keys(
 @pytest.mark.slow
 def test_spent_epsilon_grows_to_the_plans(digits) -> None:
     _, info = digits
-    plan = DPAF.plan(DPAF.make_config({"epochs": 2, "base_width": 8}, info), target_epsilon=3.0, delta=1e-5, data=info)
+    config = DPAF.make_config(LOOP_SETTINGS, info)
+    plan = shared_plan(DPAF, config, info, target_epsilon=5.0)  # the loop tests' plan
     full = {m.name: m.num_steps for m in plan.mechanisms}
     half = {k: v // 2 for k, v in full.items()}
     assert plan.spent_epsilon({}) == 0.0

@@ -9,23 +9,40 @@ on the batch without each of its records, and checks that the pre-noise sum move
 by at most the sensitivity the plan declares, and that the bound is attained within
 2x (a too-small declared sensitivity would be caught too). A method is covered the
 moment it is registered.
+
+The data path runs on three kinds of data: the embedded digits (1 channel, 16x16),
+and the same digits coloured per record (3 channels) at 32x32 and 64x64, read from a
+Parquet file through the data layer with another file of coloured digits declared
+public (:func:`coloured_digits`). Runs are shared between the tests that read them
+(:func:`audited_runs`): the audited run of a method's smoke settings is also the run
+whose checkpoint must sample images, and the reference of the seeds test.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from raydp_synth.config import MethodConfig
-from raydp_synth.data import DataInfo, ImageDataset, data_info, load_training_data
+from raydp_synth.data import (
+    DataInfo,
+    ImageDataset,
+    data_info,
+    load_training_data,
+    write_parquet,
+)
+from raydp_synth.data.digits import load_digits_raw
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method, method_names
 from raydp_synth.privacy.records import RecordBatch
-from tests.methods.loop_run import run_loop
+from tests.methods.loop_run import run_loop, shared_plan
 
 # Extra configurations whose mechanisms compute differently (each gets the test too).
 VARIANTS: dict[str, list[dict[str, Any]]] = {
@@ -36,26 +53,116 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
 PUBLIC_VARIANTS: dict[str, list[dict[str, Any]]] = {
     "dpgan": [{"groups": 4, "adaptive_clip": True, "warm_start_iters": 2}],
 }
-# Each method runs with its smoke settings (a few releases of every mechanism on 240
-# records), and with declared public data if it needs some.
-CASES = ([(name, {**get_method(name).smoke_settings, **extra}, get_method(name).requires_public)
+#: The data of the contract: the digits (1x16x16) and coloured digits (3x32x32, 3x64x64).
+DATA_KINDS = ("digits", "rgb32", "rgb64")
+RECORDS = 240
+#: The 3-channel runs check the data path (shapes, public data of 3 channels, the
+#: bound on larger images) on 80 records with batches of 8: the sample rates and
+#: release counts of the digits runs, so both share their calibrated plans. The
+#: digits runs, with batches of 24, keep the power to catch records coupled within a
+#: batch (both catch the two couplings docs/privacy.md describes).
+RGB_RECORDS = 80
+RGB_BATCHES = {"batch_size": 8, "classifier_batch_size": 8}
+
+
+def settings(name: str, kind: str) -> dict[str, Any]:
+    """The settings of ``name``'s runs on data of ``kind``: its smoke settings, with
+    smaller batches on 3-channel data (for the fields its config has)."""
+    method = get_method(name)
+    values = dict(method.smoke_settings)
+    if kind != "digits":
+        fields = {f.name for f in dataclasses.fields(method.config_class)}
+        values.update({k: v for k, v in RGB_BATCHES.items() if k in fields})
+    return values
+
+
+# Each method runs with its settings (a few releases of every mechanism), and with
+# declared public data if it needs some: every variant on the digits, every method on
+# each kind of 3-channel data, the public variants on 3x32x32 too.
+CASES = ([(name, {**settings(name, "digits"), **extra}, get_method(name).requires_public,
+           "digits")
           for name in method_names() for extra in [{}, *VARIANTS.get(name, [])]]
-         + [(name, {**get_method(name).smoke_settings, **extra}, True)
+         + [(name, {**settings(name, "digits"), **extra}, True, "digits")
+            for name in method_names() for extra in PUBLIC_VARIANTS.get(name, [])]
+         + [(name, settings(name, kind), get_method(name).requires_public, kind)
+            for kind in DATA_KINDS[1:] for name in method_names()]
+         + [(name, {**settings(name, "rgb32"), **extra}, True, "rgb32")
             for name in method_names() for extra in PUBLIC_VARIANTS.get(name, [])])
 FORBIDDEN = ("real_loss", "d_loss_real", "accuracy", "train_acc", "clean")
-RECORDS = 240
 #: Which releases of each mechanism are audited (every record of each batch).
 AUDITED_RELEASES = {1, 2, 5}
 
 
-@pytest.fixture(scope="module")
-def digits() -> tuple[ImageDataset, ImageDataset]:
+def _case_id(case: tuple[str, dict[str, Any], bool, str]) -> str:
+    name, values, with_public, kind = case
+    base = settings(name, kind)
+    extra = ",".join(f"{k}={v}" for k, v in values.items() if base.get(k, None) != v)
+    return "-".join([name, kind, *([extra] if extra else []), *(["public"] if with_public else [])])
+
+
+def _digits() -> tuple[ImageDataset, ImageDataset]:
     splits, public = load_training_data("digits", public="digits:fraction=0.3")
-    t = splits.train
     assert public is not None
-    small = ImageDataset(images=t.images[:RECORDS], labels=t.labels[:RECORDS],
-                         num_classes=t.num_classes, name="digits (contract)")
-    return small, public
+    return _first(splits.train, RECORDS), public
+
+
+def _first(data: ImageDataset, count: int) -> ImageDataset:
+    assert len(data) >= count, (len(data), count)
+    return ImageDataset(images=data.images[:count], labels=data.labels[:count],
+                        num_classes=data.num_classes, name=f"{data.name} (contract)")
+
+
+def coloured_digits(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits ``start:stop`` as RGB ``uint8 [N, 3, 8, 8]``: record i
+    is painted in its own ink colour on the complementary paper colour, both drawn
+    from a generator seeded with i (deterministic, and different between records)."""
+    raw = load_digits_raw()
+    gray = raw.images[start:stop, 0].astype(np.float64) / 255.0
+    ink = np.stack([np.random.default_rng(i).integers(0, 256, 3) for i in range(start, stop)])
+    rgb = ((255 - ink)[:, :, None, None] * (1 - gray[:, None])
+           + ink[:, :, None, None] * gray[:, None])
+    return np.rint(rgb).astype(np.uint8), raw.labels[start:stop]
+
+
+def _coloured(root: Path, size: int) -> tuple[ImageDataset, ImageDataset]:
+    """The training split of 130 coloured digits and 100 other coloured digits
+    declared public (another dataset: the 3-channel path of the public data),
+    both resized to ``size`` by the data layer."""
+    names = [str(k) for k in range(10)]
+    for file, (start, stop) in {"private": (0, 130), "public": (1600, 1700)}.items():
+        if not (root / f"{file}.parquet").exists():
+            write_parquet(root / f"{file}.parquet", *coloured_digits(start, stop), names)
+    splits, public = load_training_data(f"parquet:{root / 'private.parquet'}",
+                                        public=f"parquet:{root / 'public.parquet'}",
+                                        image_size=size)
+    assert public is not None and public.image_shape == (3, size, size)
+    return _first(splits.train, RGB_RECORDS), public
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory: pytest.TempPathFactory
+             ) -> Callable[[str], tuple[ImageDataset, ImageDataset]]:
+    """(training records, declared public records) by data kind, each built once."""
+    cache: dict[str, tuple[ImageDataset, ImageDataset]] = {}
+    root = tmp_path_factory.mktemp("coloured-digits")
+
+    def get(kind: str) -> tuple[ImageDataset, ImageDataset]:
+        if kind not in cache:
+            cache[kind] = _digits() if kind == "digits" else _coloured(
+                root, int(kind.removeprefix("rgb")))
+        return cache[kind]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def digits(datasets) -> tuple[ImageDataset, ImageDataset]:
+    return datasets("digits")
+
+
+def _plan(method: Any, config: Any, info: DataInfo) -> Any:
+    """The method's plan at epsilon 3, delta 1e-5 (shared by runs of the same schedule)."""
+    return shared_plan(method, config, info)
 
 
 class NeighbourAuditor:
@@ -88,24 +195,59 @@ class NeighbourAuditor:
             self.worst.setdefault(mechanism, []).append(worst)
 
 
-def _run_audited(name: str, values: dict[str, Any], with_public: bool, digits: Any
-                 ) -> tuple[Any, NeighbourAuditor, list[dict[str, float]], list[dict[str, Any]]]:
-    train, public = digits
+@dataclasses.dataclass(frozen=True)
+class AuditedRun:
+    """One audited run of a method's loop (seeds: public 0, DP 1) and what it gave."""
+
+    method: Any
+    config: Any
+    info: DataInfo
+    plan: Any
+    auditor: NeighbourAuditor
+    reports: list[dict[str, float]]
+    states: list[dict[str, Any]]
+
+
+def _run_audited(name: str, values: dict[str, Any], with_public: bool,
+                 data: tuple[ImageDataset, ImageDataset]) -> AuditedRun:
+    train, public = data
     public = public if with_public else None
     info = data_info(train, public)
     method = get_method(name)
     config = method.make_config(values, info)
-    plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=info)
+    plan = _plan(method, config, info)
     auditor = NeighbourAuditor(plan)
     reports, states = run_loop(method, config, plan, info, train, public, auditor=auditor)
-    return plan, auditor, reports, states
+    return AuditedRun(method, config, info, plan, auditor, reports, states)
+
+
+@pytest.fixture(scope="module")
+def audited_runs(datasets) -> Callable[..., AuditedRun]:
+    """Audited runs by (method, settings, public data?, data kind), each computed once
+    and shared: the neighbouring-dataset test audits it, the checkpoint test samples
+    from its generator, the seeds test reruns it unaudited."""
+    cache: dict[tuple[str, str, bool, str], AuditedRun] = {}
+
+    def get(name: str, values: dict[str, Any] | None = None, with_public: bool | None = None,
+            kind: str = "digits") -> AuditedRun:
+        method = get_method(name)
+        values = settings(name, kind) if values is None else values
+        with_public = method.requires_public if with_public is None else with_public
+        key = (name, repr(sorted(values.items())), with_public, kind)
+        if key not in cache:
+            cache[key] = _run_audited(name, values, with_public, datasets(kind))
+        return cache[key]
+
+    return get
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "values", "with_public"), CASES)
+@pytest.mark.parametrize(("name", "values", "with_public", "kind"), CASES,
+                         ids=[_case_id(c) for c in CASES])
 def test_neighbouring_datasets_differ_by_at_most_the_sensitivity(
-        name: str, values: dict, with_public: bool, digits) -> None:
-    plan, auditor, reports, states = _run_audited(name, values, with_public, digits)
+        name: str, values: dict, with_public: bool, kind: str, audited_runs) -> None:
+    run = audited_runs(name, values, with_public, kind)
+    plan, auditor, reports, states = run.plan, run.auditor, run.reports, run.states
     for mech in plan.mechanisms:
         # Every mechanism of the plan reads its records through the audited door,
         # exactly as often as the plan says (the loop runs exactly its plan).
@@ -120,12 +262,12 @@ def test_neighbouring_datasets_differ_by_at_most_the_sensitivity(
     assert all(set(r) <= allow for r in reports)
 
 
-#: Settings under which G is never updated (fewer critic steps than n_critic): its
-#: released buffers must then not depend on any real record.
+#: Settings under which G is never updated (the smoke runs' 10 critic steps, fewer
+#: than n_critic): its released buffers must then not depend on any real record.
 NO_G_STEP: dict[str, dict[str, Any]] = {
-    "dpwgan": {"epochs": 0.3, "n_critic": 50},
-    "dpgan": {"epochs": 0.3, "n_critic": 50},
-    "privimage-g": {"epochs": 0.3, "n_critic": 50},
+    "dpwgan": {"n_critic": 50},
+    "dpgan": {"n_critic": 50},
+    "privimage-g": {"n_critic": 50},
 }
 
 
@@ -144,9 +286,9 @@ def test_released_generator_buffers_ignore_real_labels(name: str, digits) -> Non
         method = get_method(name)
         pub = public if method.requires_public else None
         info = data_info(split, pub)
-        config = method.make_config({**method.smoke_settings, **NO_G_STEP[name],
-                                     "batch_size": 120}, info)
-        plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=info)
+        # The smoke schedule (its plan is shared), G never updated within it.
+        config = method.make_config({**method.smoke_settings, **NO_G_STEP[name]}, info)
+        plan = _plan(method, config, info)
         _, states = run_loop(method, config, plan, info, split, pub)
         generator = states[-1]["generator"]
         named = {k: v for k, v in generator.items() if "running" in k or "num_batches" in k}
@@ -189,6 +331,27 @@ def test_config_follows_the_named_base(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", method_names())
+def test_configs_take_3_channel_images_of_32_and_64_and_refuse_sizes_the_networks_cannot(
+        name: str) -> None:
+    """Every method builds its config and generator for 3-channel 32x32 and 64x64
+    images; a size its networks cannot take (18: neither a power of two nor a
+    multiple of 4) is refused by ``make_config`` in one line that names image_size."""
+    method = get_method(name)
+
+    def info(size: int) -> DataInfo:
+        return DataInfo(num_records=RGB_RECORDS, image_size=size, channels=3, num_classes=10,
+                        public_records=60 if method.requires_public else 0)
+
+    for size in (32, 64):
+        config = method.make_config(settings(name, f"rgb{size}"), info(size))
+        assert config.image_size == size
+        method.build_generator(config, info(size))
+    with pytest.raises(ConfigError, match="image_size=18") as err:
+        method.make_config(dict(method.smoke_settings), info(18))
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", method_names())
 def test_allowlist_holds_no_raw_real_data_metric(name: str) -> None:
     allow = get_method(name).metric_allowlist
     assert "epsilon_spent" in allow
@@ -207,49 +370,37 @@ def test_loops_read_records_only_through_the_pre_noise_door() -> None:
     assert offenders == []
 
 
-def _smoke_run(name: str, digits, *, seed: int = 0, dp_seed: int = 1):
-    """One run of ``name``'s loop with its smoke settings: (method, config, info, states)."""
+def _smoke_run(name: str, digits, *, seed: int = 0, dp_seed: int = 1) -> list[dict[str, Any]]:
+    """The checkpoint states of one unaudited run of ``name``'s loop with its smoke settings."""
     method = get_method(name)
     train, public = digits[0], (digits[1] if method.requires_public else None)
     info = data_info(train, public)
     config = method.make_config({**method.smoke_settings, "seed": seed}, info)
-    plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=info)
+    plan = _plan(method, config, info)
     _, states = run_loop(method, config, plan, info, train, public, dp_seed=dp_seed)
-    return method, config, info, states
-
-
-@pytest.fixture(scope="module")
-def smoke_runs(digits):
-    """Smoke runs by (method, public seed, DP seed), each computed once and shared by
-    the tests below."""
-    cache: dict[tuple[str, int, int], Any] = {}
-
-    def get(name: str, seed: int = 0, dp_seed: int = 1):
-        if (name, seed, dp_seed) not in cache:
-            cache[(name, seed, dp_seed)] = _smoke_run(name, digits, seed=seed, dp_seed=dp_seed)
-        return cache[(name, seed, dp_seed)]
-
-    return get
+    return states
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", DATA_KINDS)
 @pytest.mark.parametrize("name", method_names())
 def test_checkpoint_rebuilds_a_generator_that_samples_images_of_the_data_shape(
-        name: str, smoke_runs) -> None:
+        name: str, kind: str, audited_runs) -> None:
     """The last checkpoint's generator state loads into ``build_generator`` (what a
-    release does) and ``sample`` gives one image per label, shaped like the data."""
-    method, config, info, states = smoke_runs(name)
+    release does) and ``sample`` gives one image per label, shaped like the data
+    (1x16x16 digits; 3-channel 32x32 and 64x64 coloured digits)."""
+    run = audited_runs(name, kind=kind)
+    method, config, info = run.method, run.config, run.info
     generator = method.build_generator(config, info)
-    generator.load_state_dict(states[-1]["generator"])
+    generator.load_state_dict(run.states[-1]["generator"])
     generator.eval()
     labels = torch.arange(info.num_classes)
     images = method.sample(generator, config, labels, rng=torch.Generator().manual_seed(0))
-    assert images.shape == (info.num_classes, info.channels, info.image_size, info.image_size)
+    size = 16 if kind == "digits" else int(kind.removeprefix("rgb"))
+    channels = 1 if kind == "digits" else 3
+    assert (info.channels, info.image_size) == (channels, size)
+    assert images.shape == (info.num_classes, channels, size, size)
     assert torch.isfinite(images).all()
-
-
-def _generator_state(run) -> dict[str, torch.Tensor]:
-    return run[3][-1]["generator"]
 
 
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
@@ -258,10 +409,12 @@ def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", method_names())
-def test_seeds_make_runs_reproducible_and_distinct(name: str, digits, smoke_runs) -> None:
-    """The same (public seed, DP seed) gives the same generator, bit for bit; another
-    DP seed (batches, per-record draws, noise) gives another one."""
-    first = _generator_state(smoke_runs(name))
-    again = _generator_state(_smoke_run(name, digits))
-    assert _same(first, again), "same seeds, different generator"
-    assert not _same(first, _generator_state(smoke_runs(name, dp_seed=2))), "DP seed ignored"
+def test_seeds_make_runs_reproducible_and_distinct(name: str, digits, audited_runs) -> None:
+    """The same (public seed, DP seed) gives the same generator, bit for bit, whether
+    the run is audited or not (the auditor's extra pre-noise calls change nothing);
+    another DP seed (batches, per-record draws, noise) gives another one."""
+    first = audited_runs(name).states[-1]["generator"]
+    again = _smoke_run(name, digits)[-1]["generator"]
+    assert _same(first, again), "same seeds, different generator (or the audit changed the run)"
+    other = _smoke_run(name, digits, dp_seed=2)[-1]["generator"]
+    assert not _same(first, other), "DP seed ignored"
