@@ -24,7 +24,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,14 +52,25 @@ from raydp_synth.release.bundle import (
     validate_synthetic_samples,
 )
 from raydp_synth.runtime.resources import check_gpus, scaling_config, threads_for, torch_backend
-from raydp_synth.train.worker import CHECKPOINT_METRICS, CHECKPOINT_STATE, train_loop_per_worker
+from raydp_synth.train.worker import (
+    CHECKPOINT_METRICS,
+    CHECKPOINT_STATE,
+    run_worker_loop,
+    train_loop_per_worker,
+)
 
 __all__ = [
+    "LocalCheckpoints",
     "RunResult",
     "TrainRequest",
+    "fit_in_process",
     "fit_on_ray_train",
     "run_training",
 ]
+
+#: The file a Ray Train run's rank 0 writes its wall-clock stamps to (in the run's
+#: storage folder), read and removed by :func:`fit_on_ray_train`.
+WORKER_TIMING_FILE = ".worker_timing.json"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,6 +172,29 @@ def _owner_only_files() -> Iterator[None]:
         os.umask(previous)
 
 
+def _payload(*, method: str, config: Any, data: DataInfo, plan: PrivacyPlan, dataset: str,
+             data_seed: int, public: str | None, use_gpu: bool,
+             cpus_per_worker: float) -> dict[str, Any]:
+    """What a worker gets: public quantities only (never the secret ``dp_seed``)."""
+    return {
+        "method": method,
+        "config": config_to_dict(config),
+        "data_info": data.__dict__,
+        "plan": plan.to_dict(),
+        "dataset": dataset,
+        "data_seed": data_seed,
+        "public": public,
+        "use_gpu": use_gpu,
+        "threads_per_worker": threads_for(cpus_per_worker),
+    }
+
+
+def _read_checkpoint(ckpt: Path) -> tuple[dict[str, Any], list[dict[str, float]]]:
+    state = torch.load(ckpt / CHECKPOINT_STATE, map_location="cpu")
+    metrics = json.loads((ckpt / CHECKPOINT_METRICS).read_text())
+    return state, metrics
+
+
 def fit_on_ray_train(
     *,
     method: str,
@@ -177,30 +211,30 @@ def fit_on_ray_train(
     storage: Path,
     name: str,
     callbacks: Sequence[Any] = (),
+    stamps: dict[str, float] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, float]]]:
     """Run a method's DP loop as a Ray Train ``TorchTrainer``; return the final
     checkpoint's state and the metrics history.
 
     The plan must already be granted (the caller's job). The secret ``dp_seed``
     reaches the workers through the object store, never in a persisted config.
+    ``stamps``, if given, gets rank 0's wall-clock stamps (``worker_start``,
+    ``loop_start``, ``loop_end``, ``worker_end``) when the run's storage is shared
+    with rank 0's node.
     """
     import ray
     from ray.train import FailureConfig, RunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    payload = {
-        "method": method,
-        "config": config_to_dict(config),
-        "data_info": data.__dict__,
-        "plan": plan.to_dict(),
-        "dataset": dataset,
-        "data_seed": data_seed,
-        "public": public,
-        "use_gpu": use_gpu,
-        # A reference, not the value: the secret never enters a persisted config.
-        "dp_seed_ref": ray.put(dp_seed),
-        "threads_per_worker": threads_for(cpus_per_worker),
-    }
+    payload = _payload(method=method, config=config, data=data, plan=plan, dataset=dataset,
+                       data_seed=data_seed, public=public, use_gpu=use_gpu,
+                       cpus_per_worker=cpus_per_worker)
+    # A reference, not the value: the secret never enters a persisted config.
+    payload["dp_seed_ref"] = ray.put(dp_seed)
+    timing_file = storage / WORKER_TIMING_FILE
+    if stamps is not None:
+        storage.mkdir(parents=True, exist_ok=True)
+        payload["timing_file"] = str(timing_file)
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config=payload,
@@ -213,12 +247,83 @@ def fit_on_ray_train(
                              failure_config=FailureConfig(max_failures=0)),
     )
     result = trainer.fit()
+    if stamps is not None and timing_file.is_file():
+        stamps.update(json.loads(timing_file.read_text()))
+        timing_file.unlink()
     if result.checkpoint is None:
         raise RuntimeError(f"training finished without a checkpoint: {result.error}")
     with result.checkpoint.as_directory() as ckpt:
-        state = torch.load(Path(ckpt) / CHECKPOINT_STATE, map_location="cpu")
-        metrics = json.loads((Path(ckpt) / CHECKPOINT_METRICS).read_text())
-    return state, metrics
+        return _read_checkpoint(Path(ckpt))
+
+
+class LocalCheckpoints:
+    """The report sink of a loop run in this process: each checkpoint is copied to
+    ``folder/checkpoint_NNNNNN`` (the files Ray Train would persist: ``state.pt``,
+    ``metrics.json``), then the checked metrics go to ``forward`` (e.g. ``tune.report``).
+
+    Args:
+        folder: the run's folder (``STORAGE/NAME``, as Ray Train names it).
+        forward: where the metrics go after the checkpoint is written (None: nowhere).
+    """
+
+    def __init__(self, folder: Path,
+                 forward: Callable[[dict[str, float]], None] | None = None) -> None:
+        self.folder = folder
+        self.forward = forward
+        self.last: Path | None = None
+        self._count = 0
+
+    def __call__(self, metrics: dict[str, float], checkpoint_dir: str | None) -> None:
+        if checkpoint_dir is not None:
+            target = self.folder / f"checkpoint_{self._count:06d}"
+            shutil.copytree(checkpoint_dir, target)
+            self._count += 1
+            self.last = target
+        if self.forward is not None:
+            self.forward(metrics)
+
+
+def fit_in_process(
+    *,
+    method: str,
+    config: Any,
+    data: DataInfo,
+    plan: PrivacyPlan,
+    dataset: str,
+    data_seed: int,
+    dp_seed: int,
+    public: str | None = None,
+    use_gpu: bool,
+    cpus_per_worker: float,
+    storage: Path,
+    name: str,
+    forward: Callable[[dict[str, float]], None] | None = None,
+    stamps: dict[str, float] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, float]]]:
+    """Run a method's DP loop as a single worker **in this process** (a 1-worker
+    Tune trial: no second Ray Train worker group, placement group or process
+    group); return the final checkpoint's state and the metrics history, as
+    :func:`fit_on_ray_train` does.
+
+    The same worker body (:func:`~raydp_synth.train.worker.run_worker_loop`: payload,
+    context, allow-list reporter) writes the same checkpoint files under
+    ``storage/name``; every checked report then goes to ``forward``. The plan must
+    already be granted (the caller's job); the secret ``dp_seed`` stays in memory.
+    The caller's process must hold the worker's resources (its CPUs, and a GPU with
+    ``use_gpu``: CUDA device 0 of the process).
+    """
+    payload = _payload(method=method, config=config, data=data, plan=plan, dataset=dataset,
+                       data_seed=data_seed, public=public, use_gpu=use_gpu,
+                       cpus_per_worker=cpus_per_worker)
+    folder = storage / name
+    folder.mkdir(parents=True, exist_ok=True)
+    sink = LocalCheckpoints(folder, forward)
+    device = torch.device("cuda", 0) if use_gpu else torch.device("cpu")
+    run_worker_loop(payload, rank=0, world_size=1, device=device, dp_seed=dp_seed, sink=sink,
+                    stamps=stamps)
+    if sink.last is None:
+        raise RuntimeError("training finished without a checkpoint")
+    return _read_checkpoint(sink.last)
 
 
 def run_training(request: TrainRequest) -> RunResult:

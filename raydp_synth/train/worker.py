@@ -3,13 +3,21 @@
 Configs cross the Ray boundary as plain dicts (the payload) and are converted to
 typed objects once, here. Every metric goes through :class:`Reporter`, which
 refuses keys that are not on the method's privacy-safe allow-list.
+
+:func:`run_worker_loop` is the one body of a worker: Ray Train's
+:func:`train_loop_per_worker` calls it on each worker, and a 1-worker Tune trial
+calls it in its own process (:func:`raydp_synth.train.driver.fit_in_process`), with
+the same payload, context, allow-list and checkpoint files; only where a report goes
+(its *sink*) differs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +29,32 @@ from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.records import derived_seed
 from raydp_synth.runtime.context import WorkerContext
 
-__all__ = ["CHECKPOINT_METRICS", "CHECKPOINT_STATE", "Reporter", "UnsafeMetricError", "train_loop_per_worker"]
+__all__ = [
+    "CHECKPOINT_METRICS",
+    "CHECKPOINT_STATE",
+    "ReportSink",
+    "Reporter",
+    "UnsafeMetricError",
+    "ray_train_sink",
+    "run_worker_loop",
+    "train_loop_per_worker",
+]
 
 CHECKPOINT_STATE = "state.pt"
 CHECKPOINT_METRICS = "metrics.json"
+
+#: Where a checked report goes: ``sink(metrics, checkpoint_dir)``; ``checkpoint_dir``
+#: (rank 0, or None) is a temporary folder with the checkpoint's files, which the
+#: sink must copy before it returns.
+ReportSink = Callable[[dict[str, float], "str | None"], None]
+
+
+def ray_train_sink(metrics: dict[str, float], checkpoint_dir: str | None) -> None:
+    """A Ray Train worker's sink: ``ray.train.report`` (persists the checkpoint)."""
+    import ray.train
+
+    checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+    ray.train.report(metrics, checkpoint=checkpoint)
 
 
 class UnsafeMetricError(RuntimeError):
@@ -38,12 +68,15 @@ class Reporter:
         allowlist: the method's privacy-safe metric keys (docs/architecture.md,
             invariant 3).
         rank: this worker's rank; only rank 0 writes checkpoints.
+        sink: where checked reports go (default: Ray Train's ``report``).
     """
 
-    def __init__(self, allowlist: frozenset[str], *, rank: int) -> None:
+    def __init__(self, allowlist: frozenset[str], *, rank: int,
+                 sink: ReportSink = ray_train_sink) -> None:
         self.allowlist = allowlist
         self.rank = rank
         self.history: list[dict[str, float]] = []
+        self._sink = sink
 
     def check(self, metrics: Mapping[str, float]) -> dict[str, float]:
         unsafe = sorted(set(metrics) - self.allowlist)
@@ -54,27 +87,30 @@ class Reporter:
         return {k: float(v) for k, v in metrics.items()}
 
     def __call__(self, metrics: Mapping[str, float], state: dict[str, Any] | None) -> None:
-        import ray.train
-
         clean = self.check(metrics)
         self.history.append(clean)
         if state is None or self.rank != 0:
-            ray.train.report(clean)
+            self._sink(clean, None)
             return
         with tempfile.TemporaryDirectory() as tmp:
             torch.save(state, Path(tmp) / CHECKPOINT_STATE)
             (Path(tmp) / CHECKPOINT_METRICS).write_text(json.dumps(self.history))
-            ray.train.report(clean, checkpoint=ray.train.Checkpoint.from_directory(tmp))
+            self._sink(clean, tmp)
 
 
-def train_loop_per_worker(payload: dict[str, Any]) -> None:
-    """Ray Train entry point: runs ``payload["method"]``'s DP loop on this worker."""
-    import ray
-    import ray.train
-    import ray.train.torch
+def run_worker_loop(payload: Mapping[str, Any], *, rank: int, world_size: int,
+                    device: torch.device, dp_seed: int, sink: ReportSink,
+                    stamps: dict[str, float] | None = None) -> Reporter:
+    """One worker's body: rebuild the typed config and plan from ``payload``, read
+    the training split, and run ``payload["method"]``'s DP loop with reports
+    through an allow-list :class:`Reporter` into ``sink``.
 
-    context = ray.train.get_context()
-    rank, world_size = context.get_world_rank(), context.get_world_size()
+    The caller has had the plan granted; the secret ``dp_seed`` comes as a value
+    (never from the payload, which holds only public quantities). ``stamps``, if
+    given, gets the wall times (``time.time()``) of ``loop_start`` and ``loop_end``
+    (the DP loop's start and end: the phases around it are Ray's fixed overhead;
+    see bench/trial_overhead.py).
+    """
     torch.set_num_threads(max(1, int(payload.get("threads_per_worker", 1))))
     method = get_method(payload["method"])
     data = DataInfo(**payload["data_info"])
@@ -87,11 +123,7 @@ def train_loop_per_worker(payload: dict[str, Any]) -> None:
             f"the training split has {len(splits.train)} records but the plan was made "
             f"for {data.num_records}: the dataset changed after planning"
         )
-    device = ray.train.torch.get_device() if payload["use_gpu"] else torch.device("cpu")
-    # The secret DP seed travels through the object store, never in a config that
-    # Ray or we write to disk.
-    dp_seed = int(ray.get(payload["dp_seed_ref"]))
-    reporter = Reporter(method.metric_allowlist, rank=rank)
+    reporter = Reporter(method.metric_allowlist, rank=rank, sink=sink)
     ctx = WorkerContext(
         config=config,
         plan=plan,
@@ -106,4 +138,34 @@ def train_loop_per_worker(payload: dict[str, Any]) -> None:
         dp_seed=dp_seed,
         public=public,
     )
+    if stamps is not None:
+        stamps["loop_start"] = time.time()
     method.train(ctx)
+    if stamps is not None:
+        stamps["loop_end"] = time.time()
+    return reporter
+
+
+def train_loop_per_worker(payload: dict[str, Any]) -> None:
+    """Ray Train entry point: runs ``payload["method"]``'s DP loop on this worker.
+
+    With ``payload["timing_file"]`` set, rank 0 writes its wall-clock stamps there
+    (its start, the loop's start and end) for the driver's overhead split."""
+    import ray
+    import ray.train
+    import ray.train.torch
+
+    stamps = {"worker_start": time.time()}
+    context = ray.train.get_context()
+    rank, world_size = context.get_world_rank(), context.get_world_size()
+    device = ray.train.torch.get_device() if payload["use_gpu"] else torch.device("cpu")
+    # The secret DP seed travels through the object store, never in a config that
+    # Ray or we write to disk.
+    dp_seed = int(ray.get(payload["dp_seed_ref"]))
+    run_worker_loop(payload, rank=rank, world_size=world_size, device=device, dp_seed=dp_seed,
+                    sink=ray_train_sink, stamps=stamps)
+    timing_file = payload.get("timing_file")
+    if timing_file and rank == 0:
+        stamps["worker_end"] = time.time()
+        with contextlib.suppress(OSError):  # a node without the shared storage: no split
+            Path(timing_file).write_text(json.dumps(stamps))

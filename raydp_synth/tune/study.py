@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "first_points", "optuna_search",
            "run_study"]
 
-#: CPUs of a trial's driver process (it only waits on its Ray Train run).
+#: CPUs of a trial's driver process beyond its loop's (a 1-worker trial runs its loop
+#: itself and asks for the worker's share too: raydp_synth.tune.trial.trial_resources).
 TRIAL_DRIVER_CPUS = 0.01
 
 SELECTIONS = ("compose", "random-stopping")
@@ -337,16 +338,14 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
            accountant: Any) -> Any:
     """Ray Tune's tuner of the study: the restored experiment on ``--resume`` if Tune
     saved one, else a new experiment (:func:`_new_tuner`); None when no trial is left."""
-    from ray import tune
     from ray.tune.search import ConcurrencyLimiter
 
     from raydp_synth.tune.searcher import BudgetAwareSearch
-    from raydp_synth.tune.trial import run_trial
+    from raydp_synth.tune.trial import trial_trainable
 
     # Per-epoch reports carry the training metrics; the score comes with the last one.
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
-    trainable = tune.with_resources(tune.with_parameters(run_trial, study=settings),
-                                    {"CPU": TRIAL_DRIVER_CPUS})
+    trainable = trial_trainable(settings, driver_cpus=TRIAL_DRIVER_CPUS)
     searcher = ConcurrencyLimiter(
         BudgetAwareSearch(optuna_search(request, prepared.space, prepared.default), prepared.name),
         max_concurrent=request.max_concurrent)

@@ -6,22 +6,35 @@ The order is the privacy argument (docs/architecture.md, sections 2 and 3):
    from public quantities (and the plans already granted);
 2. the study's accountant grants or refuses the plan **before** any sensitive data
    is read; a refused trial ends at once (score -inf) and reads nothing;
-3. the method's DP loop runs as a ``TorchTrainer``; workers report only
-   allow-listed metrics, forwarded to Tune (progress output, dashboard);
+3. the method's DP loop runs: a 1-worker trial runs it in its own process
+   (:func:`~raydp_synth.train.driver.fit_in_process`: no second Ray Train worker
+   group, placement group or process group; the trial holds the worker's CPUs and
+   GPU, :func:`trial_resources`), a multi-worker trial as a ``TorchTrainer``; either
+   way through the same worker body, whose reports carry only allow-listed metrics,
+   forwarded to Tune (progress output, dashboard);
 4. the private selection score (a mechanism of the granted plan) is released;
 5. the generator, config and plan are checkpointed for the release.
 
 A trial that crashes after its grant counts as spent (the ledger keeps the grant)
 and is never rerun: Tune's ``max_failures=0``, and the accountant refuses a second
-grant to a trial id that already has one from another attempt.
+grant to a trial id that already has one from another attempt. A 1-worker trial
+that crashes (or whose process is killed) mid-loop fails the same way: its Tune
+trial errors and is not rerun.
+
+Each trial writes ``trials/ID/timing.json`` (curator-only, never reported): the
+seconds of the fixed phases around the DP loop (setup, grant, data, the loop's
+start and end, score, checkpoint), not the loop's own time or any per-step time
+(bench/trial_overhead.py reads it).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import secrets
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +43,15 @@ import torch
 from raydp_synth.errors import ConfigError
 from raydp_synth.tune.study_settings import StudySettings
 
-__all__ = ["TRIAL_CHECKPOINT", "TRIAL_METRICS", "run_trial"]
+__all__ = ["TRIAL_CHECKPOINT", "TRIAL_LOOP_ENV", "TRIAL_METRICS", "TRIAL_TIMING", "in_process",
+           "run_trial", "trial_resources", "trial_trainable"]
 
 TRIAL_CHECKPOINT = "trial.json"
+TRIAL_TIMING = "timing.json"
+#: ``ray-train`` runs every trial's loop on Ray Train (a 1-worker trial too); for
+#: comparisons (bench/trial_overhead.py) and as an escape hatch; read by the study's
+#: driver only.
+TRIAL_LOOP_ENV = "RAYDP_SYNTH_TRIAL_LOOP"
 REFUSED_SCORE = -math.inf
 
 #: The keys a trial reports to Tune itself (besides its workers' metrics, which the
@@ -42,6 +61,60 @@ REFUSED_SCORE = -math.inf
 #: configs and of the plans already granted); ``trial_epsilon`` is the plan's
 #: epsilon (public arithmetic); ``epoch`` the last epoch run (public schedule).
 TRIAL_METRICS = frozenset({"score", "granted", "invalid", "reason", "trial_epsilon", "epoch"})
+
+
+def in_process(study: StudySettings) -> bool:
+    """Whether the study's trials run their loop in their own process: 1-worker
+    trials, unless ``RAYDP_SYNTH_TRIAL_LOOP=ray-train`` (read by the study's driver,
+    which passes the answer to every trial: :func:`trial_trainable`)."""
+    return study.workers == 1 and os.environ.get(TRIAL_LOOP_ENV, "") != "ray-train"
+
+
+def trial_resources(study: StudySettings, *, loop_in_process: bool,
+                    driver_cpus: float) -> dict[str, float]:
+    """What a Tune trial asks Ray for: ``driver_cpus`` when its loop runs on Ray Train
+    workers (which ask for their own), else also the one worker's CPUs and, with
+    ``use_gpu``, its GPU. Rounded down to Ray's 1e-4 resource unit, so that the
+    concurrent trials' shares never add up to more than the cluster holds."""
+    if not loop_in_process:
+        return {"CPU": driver_cpus}
+    cpus = math.floor((driver_cpus + study.cpus_per_worker) * 1e4) / 1e4
+    return {"CPU": cpus, **({"GPU": 1.0} if study.use_gpu else {})}
+
+
+def trial_trainable(study: StudySettings, *, driver_cpus: float) -> Any:
+    """The study's Tune trainable: :func:`run_trial` with ``study`` and the driver's
+    choice of where the loop runs (:func:`in_process`), with the resources that
+    choice needs (:func:`trial_resources`)."""
+    from ray import tune
+
+    loop_in_process = in_process(study)
+    return tune.with_resources(
+        tune.with_parameters(run_trial, study=study, loop_in_process=loop_in_process),
+        trial_resources(study, loop_in_process=loop_in_process, driver_cpus=driver_cpus))
+
+
+#: The timing file's phases: (name, first stamp, last stamp), in order; the DP loop
+#: (``loop_start`` to ``loop_end``) is left out.
+_PHASES = (
+    ("setup", "start", "planned"), ("grant", "planned", "granted"),
+    ("data", "granted", "data_loaded"), ("workers_start", "fit_start", "worker_start"),
+    ("loop_setup", "worker_start", "loop_start"), ("loop_setup", "fit_start", "loop_start"),
+    ("worker_end", "loop_end", "worker_end"), ("teardown", "worker_end", "fit_end"),
+    ("teardown", "loop_end", "fit_end"), ("score", "fit_end", "scored"),
+    ("checkpoint", "scored", "reported"),
+)
+
+
+def _write_timing(path: Path, stamps: dict[str, float], *, loop: str, workers: int) -> None:
+    """The overhead phases of one trial (seconds) into ``path``, curator-only."""
+    phases: dict[str, float] = {}
+    for name, first, last in _PHASES:
+        if name not in phases and first in stamps and last in stamps:
+            phases[name] = round(stamps[last] - stamps[first], 3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"loop": loop, "workers": workers, "started_at": stamps["start"],
+                                "ended_at": stamps["reported"], "overhead_s": phases}, indent=2))
 
 
 def _report_final(metrics: dict[str, Any], checkpoint_dir: str | None = None) -> None:
@@ -72,9 +145,11 @@ def _plan(study: StudySettings, method: Any, config: Any, accountant: Any) -> An
                              delta=study.delta, score_share=study.score_share)
 
 
-def run_trial(config: dict[str, Any], study: StudySettings) -> None:
-    """Ray Tune function trainable (``tune.with_parameters(run_trial, study=...)``):
-    ``config`` is what Tune sampled for this trial, ``study`` what every trial shares."""
+def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: bool = False) -> None:
+    """Ray Tune function trainable (:func:`trial_trainable`): ``config`` is what Tune
+    sampled for this trial, ``study`` what every trial shares; ``loop_in_process``
+    runs a 1-worker loop in this process (whose resources must cover it)."""
+    stamps = {"start": time.time()}
     import ray
     from ray import tune
     from ray.tune.integration.ray_train import TuneReportCallback
@@ -87,7 +162,7 @@ def run_trial(config: dict[str, Any], study: StudySettings) -> None:
     from raydp_synth.privacy.events import event_to_json
     from raydp_synth.privacy.records import derived_seed
     from raydp_synth.release import TrainedGenerator
-    from raydp_synth.train.driver import fit_on_ray_train
+    from raydp_synth.train.driver import fit_in_process, fit_on_ray_train
 
     trial_id = tune.get_context().get_trial_id()
     method = get_method(study.method)
@@ -100,6 +175,7 @@ def run_trial(config: dict[str, Any], study: StudySettings) -> None:
         return
     accountant = get_accountant(study.study_name)
     plan = _plan(study, method, config, accountant)
+    stamps["planned"] = time.time()
     # A fresh nonce per attempt: a retried *call* gets its grant back, a rerun
     # trial (same id, new attempt) is refused.
     grant = ray.get(accountant.request.remote(trial_id, event_to_json(plan.event()),
@@ -108,18 +184,30 @@ def run_trial(config: dict[str, Any], study: StudySettings) -> None:
         _report_final({"score": REFUSED_SCORE, "granted": 0, "reason": grant["reason"]})
         return
 
+    stamps["granted"] = time.time()
     dp_seed = secrets.randbits(63)  # this trial's secret DP randomness, written nowhere
     splits, _ = load_training_data(study.dataset, public=study.public,
                                    image_size=data.image_size, seed=study.seed)
     if len(splits.train) != data.num_records:
         raise RuntimeError("the dataset changed after the study was planned")
+    stamps["data_loaded"] = time.time()
     trial_dir = study.study_dir / "trials" / trial_id
-    state, metrics = fit_on_ray_train(
-        method=method.name, config=config, data=data, plan=plan, dataset=study.dataset,
-        data_seed=study.seed, dp_seed=dp_seed, public=study.public, workers=study.workers,
-        use_gpu=study.use_gpu, cpus_per_worker=study.cpus_per_worker,
-        storage=trial_dir, name="train", callbacks=[TuneReportCallback()],
-    )
+    common: dict[str, Any] = {
+        "method": method.name, "config": config, "data": data, "plan": plan,
+        "dataset": study.dataset, "data_seed": study.seed, "dp_seed": dp_seed,
+        "public": study.public, "use_gpu": study.use_gpu,
+        "cpus_per_worker": study.cpus_per_worker, "storage": trial_dir, "name": "train",
+        "stamps": stamps,
+    }
+    stamps["fit_start"] = time.time()
+    if loop_in_process and study.workers == 1:
+        # The worker's allow-list Reporter checked every metric; Tune gets them as
+        # Ray Train's TuneReportCallback would forward them.
+        state, metrics = fit_in_process(**common, forward=lambda m: tune.report(m))
+    else:
+        state, metrics = fit_on_ray_train(**common, workers=study.workers,
+                                          callbacks=[TuneReportCallback()])
+    stamps["fit_end"] = time.time()
     generator = TrainedGenerator.build(
         method=method.name, config=config_to_dict(config), data_info=data.__dict__,
         class_names=splits.class_names, state_dict=state["generator"],
@@ -133,6 +221,7 @@ def run_trial(config: dict[str, Any], study: StudySettings) -> None:
         generator, split, plan=plan, classifier=study.score_classifier, seed=study.seed,
         noise_generator=torch.Generator().manual_seed(derived_seed(dp_seed, "selection_score")),
     )
+    stamps["scored"] = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         torch.save(generator.module.state_dict(), Path(tmp) / "generator.pt")
         (Path(tmp) / TRIAL_CHECKPOINT).write_text(json.dumps({
@@ -142,3 +231,6 @@ def run_trial(config: dict[str, Any], study: StudySettings) -> None:
         last = metrics[-1] if metrics else {}
         _report_final({"score": score.value, "granted": 1,
                        "trial_epsilon": plan.epsilon(), "epoch": last.get("epoch", 0)}, tmp)
+    stamps["reported"] = time.time()
+    _write_timing(trial_dir / TRIAL_TIMING, stamps, workers=study.workers,
+                  loop="in_process" if loop_in_process and study.workers == 1 else "ray_train")

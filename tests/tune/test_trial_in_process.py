@@ -1,0 +1,74 @@
+"""A 1-worker trial runs its loop in its own process (no second Ray Train worker
+group), asks Ray for the worker's resources, and still writes the same files and
+reports only allowed keys; a multi-worker trial stays on Ray Train."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from raydp_synth.tune.trial import TRIAL_LOOP_ENV, in_process, trial_resources
+from tests.tune.test_study import TINY
+
+
+def _settings(workers: int, use_gpu: bool = False):
+    return SimpleNamespace(workers=workers, cpus_per_worker=0.6633, use_gpu=use_gpu)
+
+
+def test_a_one_worker_trial_holds_its_loops_resources_and_a_multi_worker_one_does_not(
+        monkeypatch) -> None:
+    monkeypatch.delenv(TRIAL_LOOP_ENV, raising=False)
+    one, two = _settings(1), _settings(2)
+    assert in_process(one) and not in_process(two)
+    assert trial_resources(one, loop_in_process=True, driver_cpus=0.01) == {"CPU": 0.6733}
+    assert trial_resources(_settings(1, use_gpu=True), loop_in_process=True,
+                           driver_cpus=0.01) == {"CPU": 0.6733, "GPU": 1.0}
+    assert trial_resources(two, loop_in_process=False, driver_cpus=0.01) == {"CPU": 0.01}
+    # Three concurrent trials' shares of 2 CPUs never add up to more than 2.
+    third = SimpleNamespace(workers=1, cpus_per_worker=(2 - 3 * 0.01) / 3, use_gpu=False)
+    assert 3 * trial_resources(third, loop_in_process=True, driver_cpus=0.01)["CPU"] <= 2
+    monkeypatch.setenv(TRIAL_LOOP_ENV, "ray-train")
+    assert not in_process(one)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_one_worker_trial_trains_in_process_with_the_same_files_and_allowed_reports(
+        ray_local, tmp_path, monkeypatch) -> None:
+    from ray._private import state
+    from ray.tune.result import AUTO_RESULT_KEYS
+
+    from raydp_synth.methods import get_method
+    from raydp_synth.tune.study import StudyRequest, run_study
+    from raydp_synth.tune.trial import TRIAL_CHECKPOINT, TRIAL_METRICS, TRIAL_TIMING
+
+    def train_workers() -> set[str]:
+        return {aid for aid, info in state.actors().items()
+                if info["ActorClassName"] == "RayTrainWorker"}
+
+    monkeypatch.delenv(TRIAL_LOOP_ENV, raising=False)
+    before = train_workers()
+    result = run_study(StudyRequest(method="dpaf", epsilon=6.0, delta=1e-5, trials=1,
+                                    search_space=TINY, storage=tmp_path, name="in-process",
+                                    evaluate=False, synthetic_samples=20))
+    assert train_workers() == before  # no Ray Train worker group
+    study = tmp_path / "in-process"
+    (trial,) = (study / "trials").iterdir()
+    assert result.best_trial == trial.name
+    timing = json.loads((trial / TRIAL_TIMING).read_text())
+    assert timing["loop"] == "in_process" and "workers_start" not in timing["overhead_s"]
+    checkpoints = sorted(trial.glob("train/checkpoint_*"))
+    assert checkpoints and all({p.name for p in c.iterdir()} == {"state.pt", "metrics.json"}
+                               for c in checkpoints)
+    (final,) = study.glob(f"tune/*/checkpoint_*/{TRIAL_CHECKPOINT}")
+    assert (final.parent / "generator.pt").is_file()
+    assert (study / "release" / "generator.pt").is_file()
+    tune_keys = set(AUTO_RESULT_KEYS) | {"trial_id", "done", "checkpoint_path", "should_checkpoint"}
+    allowed = tune_keys | TRIAL_METRICS | get_method("dpaf").metric_allowlist
+    (path,) = study.glob("tune/*/result.json")
+    results = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    assert len(results) >= 3  # the per-epoch reports reached Tune, then the score
+    assert {key for r in results for key in r} <= allowed
+    assert "score" in results[-1] and "g_loss" in results[-2]
