@@ -118,6 +118,7 @@ def run_trial(config: dict[str, Any], study: StudySettings) -> None:
         method=method.name, config=config, data=data, plan=plan, dataset=study.dataset,
         data_seed=study.seed, dp_seed=dp_seed, public=study.public, workers=study.workers,
         use_gpu=study.use_gpu, cpus_per_worker=study.cpus_per_worker,
+        gpus_per_worker=study.gpus_per_worker,
         storage=trial_dir, name="train", callbacks=[TuneReportCallback()],
     )
     generator = TrainedGenerator.build(
