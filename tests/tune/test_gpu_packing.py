@@ -190,3 +190,28 @@ def test_ray_places_four_quarter_gpu_trials_on_one_gpu_and_no_fifth() -> None:
         ray.shutdown()
         if was_running:
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+
+def _packing_bench() -> Any:
+    import importlib.util
+
+    path = Path(__file__).parents[2] / "bench" / "gpu_trial_packing.py"
+    spec = importlib.util.spec_from_file_location("gpu_trial_packing", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_packing_bench_parses_its_arms_and_needs_a_gpu(monkeypatch, capsys) -> None:
+    bench = _packing_bench()
+    args = bench.build_parser().parse_args(["--arms", "0.5x2,1x1", "--trials", "4"])
+    assert args.arms == [(0.5, 2), (1.0, 1)] and args.trials == 4
+    assert bench.build_parser().parse_args([]).arms == [(0.25, 4), (1.0, 1)]
+    with pytest.raises(SystemExit):
+        bench.build_parser().parse_args(["--arms", "quarter"])
+    capsys.readouterr()
+    monkeypatch.setattr(bench, "gpu_missing", lambda: "torch sees no CUDA device")
+    assert bench.main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "needs a GPU" in err and "\n" not in err
