@@ -348,7 +348,8 @@ def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
         trials=request.trials,
         reference_event=reference.event() if reference is not None else None,
         space=prepared.space, workers=request.workers_per_trial, use_gpu=gpus_per_worker > 0,
-        gpus_per_worker=gpus_per_worker or 1.0, cpus_per_worker=cpus_per_worker, score_share=prepared.score_share,
+        gpus_per_worker=gpus_per_worker or 1.0, cpus_per_worker=cpus_per_worker,
+        score_share=prepared.score_share,
         score_classifier=request.score_classifier, public_validation=request.public_validation,
     )
 
@@ -382,10 +383,9 @@ def trial_driver_resources(settings: StudySettings) -> dict[str, float]:
     ask for the CPU and GPU shares themselves, so a GPU fraction is counted once."""
     from raydp_synth.runtime.resources import trial_bundles
 
+    gpus = settings.gpus_per_worker if settings.use_gpu else 0.0
     return trial_bundles(driver_cpus=TRIAL_DRIVER_CPUS, workers=settings.workers,
-                         cpus_per_worker=settings.cpus_per_worker,
-                         gpus_per_worker=settings.gpus_per_worker if settings.use_gpu else 0.0,
-                         )[0]
+                         cpus_per_worker=settings.cpus_per_worker, gpus_per_worker=gpus)[0]
 
 
 def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any, searcher: Any,
