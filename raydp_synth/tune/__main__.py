@@ -45,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="GPUs a trial's workers share, F/workers each: a fraction packs "
                         "1-worker trials onto one GPU (0.25 with --max-concurrent 4: four at "
                         "once); with several workers F must equal their count, one whole GPU "
-                        "each (NCCL runs one rank per GPU). Ignored, with a note, where Ray has no GPU. "
-                        "--use-gpu is one GPU per worker (docs/ray-cluster.md, section 2)")
+                        "each (NCCL runs one rank per GPU). Ignored, with a note, where Ray "
+                        "has no GPU. --use-gpu is one GPU per worker (docs/ray-cluster.md, "
+                        "section 2)")
     parser.add_argument("--storage", type=Path, default=Path("studies"),
                         help="parent folder of study directories (default ./studies)")
     parser.add_argument("--name", default=None, help="study name (default METHOD-TIME)")
