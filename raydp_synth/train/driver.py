@@ -208,6 +208,7 @@ def fit_on_ray_train(
     workers: int,
     use_gpu: bool,
     cpus_per_worker: float,
+    gpus_per_worker: float = 1.0,
     storage: Path,
     name: str,
     callbacks: Sequence[Any] = (),
@@ -221,6 +222,8 @@ def fit_on_ray_train(
     ``stamps``, if given, gets rank 0's wall-clock stamps (``worker_start``,
     ``loop_start``, ``loop_end``, ``worker_end``) when the run's storage is shared
     with rank 0's node.
+    With ``use_gpu`` each worker asks for ``gpus_per_worker`` GPUs (a fraction packs
+    1-worker trials onto one GPU: :func:`~raydp_synth.runtime.resources.worker_gpu_share`).
     """
     import ray
     from ray.train import FailureConfig, RunConfig
@@ -239,7 +242,8 @@ def fit_on_ray_train(
         train_loop_per_worker,
         train_loop_config=payload,
         scaling_config=scaling_config(workers=workers, use_gpu=use_gpu,
-                                      cpus_per_worker=cpus_per_worker),
+                                      cpus_per_worker=cpus_per_worker,
+                                      gpus_per_worker=gpus_per_worker),
         torch_config=TorchConfig(backend=torch_backend(use_gpu)),
         # No automatic retries: a retried run would release its mechanisms again,
         # beyond its plan (the tuner charges every attempt explicitly instead).

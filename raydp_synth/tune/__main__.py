@@ -41,6 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-concurrent", type=int, default=1, help="trials at once (default 1)")
     parser.add_argument("--workers-per-trial", type=int, default=1,
                         help="Ray Train workers per trial (default 1)")
+    parser.add_argument("--gpus-per-trial", type=float, default=None, metavar="F",
+                        help="GPUs a trial's workers share, F/workers each: a fraction packs "
+                        "1-worker trials onto one GPU (0.25 with --max-concurrent 4: four at "
+                        "once); with several workers F must equal their count, one whole GPU "
+                        "each (NCCL runs one rank per GPU). Ignored, with a note, where Ray "
+                        "has no GPU. --use-gpu is one GPU per worker (docs/ray-cluster.md, "
+                        "section 2)")
     parser.add_argument("--storage", type=Path, default=Path("studies"),
                         help="parent folder of study directories (default ./studies)")
     parser.add_argument("--name", default=None, help="study name (default METHOD-TIME)")
@@ -71,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
         selection=args.selection, distribution=args.distribution, sampler=sampler,
         search_space=args.search_space, max_concurrent=args.max_concurrent,
-        workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu, dataset=dataset,
+        workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu,
+        gpus_per_trial=args.gpus_per_trial, dataset=dataset,
         storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,
         public=public, public_validation=public_validation, evaluate=not args.no_eval,
         **release_overrides(args),

@@ -66,7 +66,12 @@ class StudyRequest:
             :meth:`~raydp_synth.methods.base.Method.search_space_file`).
         max_concurrent: trials at once.
         workers_per_trial: Ray Train workers per trial.
-        use_gpu: one GPU per worker.
+        use_gpu: one whole GPU per worker.
+        gpus_per_trial: the GPUs a trial's workers share (``--gpus-per-trial``; None:
+            ``use_gpu`` decides): ``gpus_per_trial / workers_per_trial`` per worker, a
+            fraction with one worker packs trials onto a GPU
+            (:func:`~raydp_synth.runtime.resources.worker_gpu_share` has the rules);
+            ignored, with a note, where Ray has no GPU.
         dataset: dataset spec.
         storage: parent folder of study directories (shared storage on a cluster).
         name: study name (folder, accountant actor name).
@@ -93,6 +98,7 @@ class StudyRequest:
     max_concurrent: int = 1
     workers_per_trial: int = 1
     use_gpu: bool = False
+    gpus_per_trial: float | None = None
     dataset: str = "digits"
     storage: Path = Path("studies")
     name: str | None = None
@@ -132,6 +138,7 @@ class StudyRequest:
             )
         if self.max_concurrent < 1 or self.workers_per_trial < 1:
             raise ConfigError("--max-concurrent and --workers-per-trial must be >= 1")
+        self.gpus_per_worker()  # validates --gpus-per-trial against the workers, --use-gpu
         validate_score_settings(self.score_share, self.score_classifier)
         if self.public is not None:
             from raydp_synth.data import parse_public_spec
@@ -139,6 +146,13 @@ class StudyRequest:
             parse_public_spec(self.public)
         if self.name is not None and (not self.name or "/" in self.name or self.name.startswith(".")):
             raise ConfigError(f"--name {self.name!r} must be a plain folder name")
+
+    def gpus_per_worker(self) -> float:
+        """The GPUs each Ray Train worker asks for (0: CPUs), before asking Ray."""
+        from raydp_synth.runtime.resources import worker_gpu_share
+
+        return worker_gpu_share(gpus_per_trial=self.gpus_per_trial, use_gpu=self.use_gpu,
+                                workers=self.workers_per_trial)
 
 
 @dataclass(frozen=True)
@@ -173,13 +187,18 @@ def _run_study(request: StudyRequest) -> StudyResult:
     import ray
 
     from raydp_synth.runtime.ray_session import ensure_ray
-    from raydp_synth.runtime.resources import check_gpus
+    from raydp_synth.runtime.resources import gpus_ray_can_place
 
     total_cpus = ensure_ray()
-    check_gpus(use_gpu=request.use_gpu, gpus_per_trial=request.workers_per_trial,
-               cluster_gpus=ray.cluster_resources().get("GPU", 0))
+    gpus_per_worker, note = gpus_ray_can_place(
+        gpus_per_worker=request.gpus_per_worker(), workers=request.workers_per_trial,
+        optional=request.gpus_per_trial is not None and not request.use_gpu,
+        cluster_gpus=ray.cluster_resources().get("GPU", 0))
+    if note is not None:
+        print(f"[raydp_synth] note: {note}")
     accountant = _start_accountant(request, prepared)
-    settings = _study_settings(request, prepared, total_cpus=total_cpus)
+    settings = _study_settings(request, prepared, total_cpus=total_cpus,
+                               gpus_per_worker=gpus_per_worker)
     tuner = _tuner(request, prepared, settings, accountant)
     print(f"[raydp_synth] study {prepared.name}: {prepared.method.name} on {request.dataset}, "
           f"epsilon={request.epsilon:g} delta={request.delta:g} for the whole search "
@@ -313,8 +332,9 @@ def _start_accountant(request: StudyRequest, prepared: _PreparedStudy) -> Any:
 
 
 def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
-                    total_cpus: float) -> StudySettings:
-    """What every trial reads from the study (built once, shared by every trial)."""
+                    total_cpus: float, gpus_per_worker: float) -> StudySettings:
+    """What every trial reads from the study (built once, shared by every trial);
+    ``gpus_per_worker`` is what Ray can place (0: the trials train on CPUs)."""
     from raydp_synth.runtime.resources import largest_node_cpus, worker_cpu_share
 
     cpus_per_worker = worker_cpu_share(total_cpus=total_cpus, largest_node=largest_node_cpus(),
@@ -328,8 +348,9 @@ def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
         epsilon=request.epsilon, delta=request.delta, selection=request.selection,
         trials=request.trials,
         reference_event=reference.event() if reference is not None else None,
-        space=prepared.space, workers=request.workers_per_trial, use_gpu=request.use_gpu,
-        cpus_per_worker=cpus_per_worker, score_share=prepared.score_share,
+        space=prepared.space, workers=request.workers_per_trial, use_gpu=gpus_per_worker > 0,
+        gpus_per_worker=gpus_per_worker or 1.0, cpus_per_worker=cpus_per_worker,
+        score_share=prepared.score_share,
         score_classifier=request.score_classifier, public_validation=request.public_validation,
     )
 
@@ -559,7 +580,7 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
         from raydp_synth.train.driver import evaluation_settings
 
         print(format_table(evaluate_run(study_dir, settings=evaluation_settings(
-            use_gpu=request.use_gpu, curve_checkpoints=None,
+            use_gpu=request.gpus_per_worker() > 0, curve_checkpoints=None,
             fid_weights=request.fid_weights))))
     return StudyResult(study_dir=study_dir, statement=full, best_trial=trial_id,
                        best_score=score,

@@ -49,7 +49,10 @@ class StudySettings:
             plan must be dominated by; None under compose.
         space: the search space, fitted to ``data``.
         workers: Ray Train workers per trial.
-        use_gpu: one GPU per worker.
+        use_gpu: the workers train on GPUs.
+        gpus_per_worker: GPUs each worker asks for with ``use_gpu``: one, or a
+            fraction that packs 1-worker trials onto one GPU
+            (:func:`~raydp_synth.runtime.resources.worker_gpu_share`).
         cpus_per_worker: CPUs each Ray Train worker asks for.
         score_share: budget fraction of each trial's private selection score (0 when
             it scores on public validation data).
@@ -72,12 +75,16 @@ class StudySettings:
     space: SearchSpace
     workers: int
     use_gpu: bool
+    gpus_per_worker: float = 1.0
     cpus_per_worker: float
     score_share: float
     score_classifier: str
     public_validation: str | None
 
     def __post_init__(self) -> None:
+        if not 0 < self.gpus_per_worker <= 1:
+            raise ValueError(f"gpus_per_worker={self.gpus_per_worker} must be in (0, 1]: a "
+                             "worker trains on one GPU or a share of one")
         if not self.study_dir.is_absolute():
             raise ValueError(f"study_dir={self.study_dir} must be absolute (trials run elsewhere)")
         if (self.selection == "random-stopping") != (self.reference_event is not None):

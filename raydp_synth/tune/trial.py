@@ -73,13 +73,16 @@ def in_process(study: StudySettings) -> bool:
 def trial_resources(study: StudySettings, *, loop_in_process: bool,
                     driver_cpus: float) -> dict[str, float]:
     """What a Tune trial asks Ray for: ``driver_cpus`` when its loop runs on Ray Train
-    workers (which ask for their own), else also the one worker's CPUs and, with
-    ``use_gpu``, its GPU. Rounded down to Ray's 1e-4 resource unit, so that the
-    concurrent trials' shares never add up to more than the cluster holds."""
+    workers (which ask for their own CPUs and GPUs), else also the one worker's CPUs
+    and, with ``use_gpu``, its GPU share (``--gpus-per-trial``: a fraction packs
+    1-worker trials onto one GPU; Ray places them). Rounded down to Ray's 1e-4
+    resource unit, so that the concurrent trials' shares never add up to more than
+    the cluster holds. A GPU share is therefore asked for once per worker, by
+    whichever process runs that worker's loop."""
     if not loop_in_process:
         return {"CPU": driver_cpus}
     cpus = math.floor((driver_cpus + study.cpus_per_worker) * 1e4) / 1e4
-    return {"CPU": cpus, **({"GPU": 1.0} if study.use_gpu else {})}
+    return {"CPU": cpus, **({"GPU": study.gpus_per_worker} if study.use_gpu else {})}
 
 
 def trial_trainable(study: StudySettings, *, driver_cpus: float) -> Any:
@@ -206,6 +209,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
         state, metrics = fit_in_process(**common, forward=lambda m: tune.report(m))
     else:
         state, metrics = fit_on_ray_train(**common, workers=study.workers,
+                                          gpus_per_worker=study.gpus_per_worker,
                                           callbacks=[TuneReportCallback()])
     stamps["fit_end"] = time.time()
     generator = TrainedGenerator.build(

@@ -54,3 +54,10 @@ def test_a_reference_event_comes_exactly_with_random_stopping(
 def test_the_study_dir_is_absolute(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="absolute"):
         _settings(tmp_path, study_dir=Path("studies/s"))
+
+
+@pytest.mark.parametrize("gpus", [0.0, 1.5, float("nan")])
+def test_a_worker_asks_for_one_gpu_or_a_share_of_one(tmp_path: Path, gpus: float) -> None:
+    assert _settings(tmp_path, use_gpu=True, gpus_per_worker=0.25).gpus_per_worker == 0.25
+    with pytest.raises(ValueError, match="gpus_per_worker"):
+        _settings(tmp_path, use_gpu=True, gpus_per_worker=gpus)

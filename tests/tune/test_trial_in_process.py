@@ -13,8 +13,9 @@ from raydp_synth.tune.trial import TRIAL_LOOP_ENV, in_process, trial_resources
 from tests.tune.test_study import TINY
 
 
-def _settings(workers: int, use_gpu: bool = False):
-    return SimpleNamespace(workers=workers, cpus_per_worker=0.6633, use_gpu=use_gpu)
+def _settings(workers: int, use_gpu: bool = False, gpus_per_worker: float = 1.0):
+    return SimpleNamespace(workers=workers, cpus_per_worker=0.6633, use_gpu=use_gpu,
+                           gpus_per_worker=gpus_per_worker)
 
 
 def test_a_one_worker_trial_holds_its_loops_resources_and_a_multi_worker_one_does_not(
@@ -25,6 +26,9 @@ def test_a_one_worker_trial_holds_its_loops_resources_and_a_multi_worker_one_doe
     assert trial_resources(one, loop_in_process=True, driver_cpus=0.01) == {"CPU": 0.6733}
     assert trial_resources(_settings(1, use_gpu=True), loop_in_process=True,
                            driver_cpus=0.01) == {"CPU": 0.6733, "GPU": 1.0}
+    # --gpus-per-trial 0.25: the trial's own process holds the quarter GPU.
+    assert trial_resources(_settings(1, use_gpu=True, gpus_per_worker=0.25),
+                           loop_in_process=True, driver_cpus=0.01) == {"CPU": 0.6733, "GPU": 0.25}
     assert trial_resources(two, loop_in_process=False, driver_cpus=0.01) == {"CPU": 0.01}
     # Three concurrent trials' shares of 2 CPUs never add up to more than 2.
     third = SimpleNamespace(workers=1, cpus_per_worker=(2 - 3 * 0.01) / 3, use_gpu=False)
