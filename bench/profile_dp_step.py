@@ -21,10 +21,12 @@ production runs pay nothing):
 * synthetic partners (the WGAN-GP pair's G forward), adaptive clip groups (dpGAN's
   public per-record gradients)
 * pre-noise (other): the rest of a pre-noise function (e.g. DPAF's feature sum)
+* G steps (G's loss, backward and step: synthetic records only), synthetic batches
+  (DPAF's synthetic DPAGG batch, G's BatchNorm refresh)
 * optimizer: torch's own ``Optimizer.step``/``zero_grad`` ranges and ``step_with_gradient``
 * reporting: ``EpochReporter`` and the report callback (a checkpoint is torch-saved
   to memory, as a worker would write it)
-* non-private (G, head, rest): everything else (G steps, DPAF's head, Python glue).
+* rest: everything else (DPAF's head and conv2*'s synthetic side, Python glue).
 
 For each category: its exclusive wall time per release, the part of it spent inside
 ``aten::`` ops, and the rest ("framework/Python": hooks, autograd engine, the
@@ -44,6 +46,7 @@ import contextlib
 import functools
 import io
 import json
+import os
 import platform
 import sys
 import time
@@ -54,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from raydp_synth.data import data_info, load_training_data
@@ -80,11 +84,16 @@ WRAPPED: list[tuple[str, list[tuple[str, str]]]] = [
     ("adaptive clip groups", [("raydp_synth.methods.components.dpgan_loop", "PublicSide.clip_groups")]),
     ("pre-noise (other)", [("raydp_synth.runtime.context", "WorkerContext.pre_noise_sum")]),
     ("optimizer", [("raydp_synth.runtime.dp_step", "step_with_gradient")]),
+    ("G steps", [("raydp_synth.methods.dpaf.loop", "_DPAFRun._generator_loss"),
+                 ("raydp_synth.runtime.distributed", "data_parallel_step"),
+                 ("raydp_synth.methods.components.wgan_gp", "generator_step")]),
+    ("synthetic batches", [("raydp_synth.methods.dpaf.loop", "_DPAFRun._fakes_like_a_release"),
+                           ("raydp_synth.methods.components.gan_networks", "refresh_batchnorm")]),
     ("reporting", [("raydp_synth.runtime.reporting", "EpochReporter.released"),
                    ("raydp_synth.runtime.reporting", "EpochReporter.track"),
                    ("raydp_synth.runtime.reporting", "EpochReporter.after_release")]),
 ]
-OTHER = "non-private (G, head, rest)"
+OTHER = "rest (DPAF head, glue)"
 CATEGORIES = [c for c, _ in WRAPPED] + [OTHER]
 #: Ranges torch itself opens, by name prefix.
 BUILTIN = {"Optimizer.step#": "optimizer", "Optimizer.zero_grad#": "optimizer"}
@@ -213,6 +222,9 @@ def attribute(events: Any, releases: int) -> dict[str, Any]:
     ranges, aten, calls = [], [], defaultdict(int)
     device_us: dict[str, float] = defaultdict(float)
     t0, t1 = float("inf"), float("-inf")
+    # Host-side events only: a kernel's own event carries its time (on the device's
+    # timeline) and is counted through the op that launched it.
+    events = [ev for ev in events if ev.device_type == DeviceType.CPU]
     for ev in events:
         s, e = ev.time_range.start, ev.time_range.end
         t0, t1 = min(t0, s), max(t1, e)
@@ -366,6 +378,14 @@ def markdown(results: dict[str, Any], device: str) -> str:
     return "\n".join(lines)
 
 
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
 def _overrides(items: list[str]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = defaultdict(dict)
     for item in items:
@@ -403,7 +423,7 @@ def main() -> None:
             print(f"[profile] {name}: {results[name]['ms_per_release']:.1f} ms/release", flush=True)
     finally:
         undo()
-    machine = f"{platform.machine()} {platform.processor() or ''} threads={args.threads}".strip()
+    machine = f"{_cpu_model()} ({platform.machine()}), {os.cpu_count()} cores, threads={args.threads}"
     if args.device == "cuda":
         machine += f", {torch.cuda.get_device_name()}"
     out = args.out or Path(f"bench/results/profile_dp_step_{args.device}.json")
