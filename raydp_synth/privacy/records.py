@@ -125,7 +125,10 @@ class RecordSampler:
     the union is a Poisson sample of the whole training split at rate q.
 
     Args:
-        images, labels, keys: the whole training split (the sampler reads its shard).
+        images, labels, keys: the whole training split (the sampler reads its shard);
+            images and labels on ``device`` (each batch is gathered there, no copy of
+            the records per step) or in host memory (each batch is copied), keys on
+            the CPU.
         shard: the indices this worker owns.
         sample_rate: q, or ``None`` for every record of the shard.
         generator: the secret source of the inclusion draws.

@@ -13,7 +13,7 @@ from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.records import RecordBatch, RecordSampler, derived_seed, record_keys
 from raydp_synth.privacy.sampling import shard_indices
 
-__all__ = ["Auditor", "PreNoiseFunction", "WorkerContext"]
+__all__ = ["DEVICE_RECORDS_LIMIT", "Auditor", "PreNoiseFunction", "WorkerContext"]
 
 #: A mechanism's pre-noise function: a batch of records -> the sum over the batch of
 #: the per-record contributions the mechanism noises (clipped gradients, bounded
@@ -21,6 +21,9 @@ __all__ = ["Auditor", "PreNoiseFunction", "WorkerContext"]
 PreNoiseFunction = Callable[[RecordBatch], torch.Tensor]
 #: ``auditor(mechanism, pre_noise, batch)``: called before each release (tests).
 Auditor = Callable[[str, PreNoiseFunction, RecordBatch], None]
+#: A training split up to this size (bytes) is copied to the loop's device once and
+#: sampled there; a larger one stays in host memory and each batch is copied.
+DEVICE_RECORDS_LIMIT = 2 << 30
 
 
 @dataclass(kw_only=True)
@@ -94,6 +97,10 @@ class WorkerContext:
         if self._records is None:
             images = torch.as_tensor(self.train.images)
             labels = torch.as_tensor(self.train.labels)
+            if images.nbytes + labels.nbytes <= DEVICE_RECORDS_LIMIT:
+                # Once, here: each batch is then gathered on the device, with no
+                # host-to-device copy of the records per step.
+                images, labels = images.to(self.device), labels.to(self.device)
             self._records = (images, labels, record_keys(self.train.images, self.train.labels))
         images, labels, keys = self._records
         return RecordSampler(

@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 from torch import nn
 
 from raydp_synth.errors import PrivacyInvariantError
@@ -56,7 +57,7 @@ class EpochReporter:
         self._ctx, self._tag, self._networks = ctx, tag, dict(networks)
         self._checkpoints = checkpoints
         self._steps = dict(steps or {})
-        self._sums: dict[str, float] = {}
+        self._sums: dict[str, float | torch.Tensor] = {}
         self._counts: dict[str, int] = {}
 
     @property
@@ -78,8 +79,13 @@ class EpochReporter:
         self._steps[mechanism] = count
         return count
 
-    def track(self, key: str, value: float) -> None:
-        """Add one value to the running mean of metric ``key`` (this epoch's)."""
+    def track(self, key: str, value: float | torch.Tensor) -> None:
+        """Add one value to the running mean of metric ``key`` (this epoch's).
+
+        A scalar tensor is summed where it lives, in float64 (the same sum as of its
+        ``.item()``), and read once per epoch: no GPU synchronisation per step."""
+        if isinstance(value, torch.Tensor):
+            value = value.detach().to(torch.float64)
         self._sums[key] = self._sums.get(key, 0.0) + value
         self._counts[key] = self._counts.get(key, 0) + 1
 
@@ -110,7 +116,7 @@ class EpochReporter:
         if step % per_epoch and not last:
             return
         epoch, epochs = math.ceil(step / per_epoch), math.ceil(mech.num_steps / per_epoch)
-        metrics: dict[str, float] = {k: self._sums[k] / self._counts[k] for k in self._sums}
+        metrics: dict[str, float] = {k: float(self._sums[k]) / self._counts[k] for k in self._sums}
         self._sums.clear()
         self._counts.clear()
         metrics.update(fixed)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 from torch import nn
 
 from raydp_synth.privacy.plan import Mechanism
@@ -87,3 +88,20 @@ def test_no_release_beyond_the_plan(make_context) -> None:
 def test_the_checkpoint_must_hold_the_released_generator(make_context) -> None:
     with pytest.raises(ValueError, match="generator"):
         EpochReporter(make_context(plan_of(CLOCK)), tag="test", networks={"critic": nn.Linear(1, 1)})
+
+
+def test_tensor_metrics_report_the_same_means_as_their_items(make_context) -> None:
+    """A loop tracks scalar tensors (no GPU synchronisation per step): the reported
+    means are exactly those of the same values tracked as floats, and plain floats."""
+    values = torch.rand(CLOCK.num_steps, generator=torch.Generator().manual_seed(0))
+    outboxes = []
+    for as_tensor in (False, True):
+        ctx = make_context(plan_of(CLOCK))
+        reporter = EpochReporter(ctx, tag="test", networks=NETWORKS)
+        for value in values:
+            reporter.released("critic")
+            reporter.track("g_loss", value if as_tensor else value.item())
+            reporter.after_release("critic")
+        outboxes.append([r["g_loss"] for r in ctx.outbox.reports])
+    assert outboxes[0] == outboxes[1]
+    assert all(type(v) is float for v in outboxes[1])

@@ -164,13 +164,16 @@ def grouped_clipped_sum(per_record: torch.Tensor, groups: ClipGroups) -> torch.T
     if per_record.shape[0] == 0:
         return torch.zeros(per_record.shape[1], device=per_record.device)
     group_of = groups.group_of.to(per_record.device)
-    squares = torch.zeros(per_record.shape[0], groups.k, dtype=per_record.dtype,
-                          device=per_record.device)
-    squares.index_add_(1, group_of, per_record**2)
+    # Group sums and the weighted sum over records as matrix products (a third of the
+    # time of scattering the squares and gathering the scales, dpGAN's critic on one
+    # CPU thread): [B, D] x [D, k] one-hot, and [k, B] x [B, D].
+    onehot = torch.nn.functional.one_hot(group_of, groups.k).to(per_record.dtype)
+    squares = per_record.square() @ onehot
     bounds = groups.bounds.to(per_record).clamp(min=_MIN_BOUND)
     # clip_C(g) / C = g / max(C, |g|): at most 1 in norm per group.
     scale = 1.0 / torch.maximum(squares.sqrt(), bounds)
-    return (per_record * scale[:, group_of]).sum(dim=0)
+    # Column d of record i is scaled by record i's factor of d's group.
+    return (scale.T @ per_record).gather(0, group_of[None])[0]
 
 
 def grouped_release(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -102,13 +102,16 @@ class PublicSide:
                  critic: Critic, generator: Generator, device: torch.device) -> None:
         self.config, self.critic, self.gen, self.device = config, critic, generator, device
         self.rng = torch.Generator().manual_seed(derived_seed(config.seed, "dpgan-public"))
-        self.images = torch.as_tensor(public.images) if public is not None else None
-        self.labels = torch.as_tensor(public.labels) if public is not None else None
+        # Public records live on the loop's device: a batch is gathered there.
+        self.images = torch.as_tensor(public.images).to(device) if public is not None else None
+        self.labels = torch.as_tensor(public.labels).to(device) if public is not None else None
         names = [(n, p.shape) for n, p in critic.named_parameters()]
         self.unit_of, self.weight_units = parameter_units(names)
         # Fixed bounds do not change between steps: build their groups once.
         self.fixed = None if config.adaptive_clip else fixed_groups(
             names, groups=config.groups, clip=config.clip, bias_clip=config.bias_clip)
+        if self.fixed is not None:  # on the device once, not copied at every step
+            self.fixed = replace(self.fixed, group_of=self.fixed.group_of.to(device))
 
     def _batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """A public batch with synthetic partners (of the same labels) and mixes."""
@@ -116,7 +119,8 @@ class PublicSide:
             raise PrivacyInvariantError("a public batch was asked for, but no public data was declared")
         size = min(self.config.public_batch_size, len(self.images))
         idx = torch.randperm(len(self.images), generator=self.rng)[:size]
-        x, y = self.images[idx].to(self.device), model_labels(self.config, self.labels[idx])
+        idx = idx.to(self.device)
+        x, y = self.images[idx], model_labels(self.config, self.labels[idx])
         # Partners as the private step makes them (G in eval mode), public draws.
         refresh_batchnorm(self.gen, latent_dim=self.config.latent_dim,
                           num_classes=self.gen.num_classes, rng=self.rng, device=self.device,

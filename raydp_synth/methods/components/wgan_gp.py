@@ -45,13 +45,15 @@ def adam_optimisers(config: WGANGPConfig, critic: Critic, generator: Generator
 
 
 def generator_step(critic: Critic, generator: Generator, optimizer: torch.optim.Optimizer, *,
-                   count: int, rng: torch.Generator, device: torch.device) -> float:
+                   count: int, rng: torch.Generator, device: torch.device) -> torch.Tensor:
     """One step of G on its WGAN loss ``-mean D(G(z, y))`` over ``count`` synthetic
-    records (uniform labels, then latents, from ``rng``); returns the loss (the
-    critic's mean score of the synthetic records is its negative)."""
+    records (uniform labels, then latents, from ``rng``); returns the loss, a detached
+    scalar tensor on ``device`` (read it once per epoch: ``.item()`` at every step
+    would wait for the GPU) (the critic's mean score of the synthetic records is its
+    negative)."""
     labels = torch.randint(generator.num_classes, (count,), generator=rng).to(device)
     latents = torch.randn(count, generator.latent_dim, generator=rng).to(device)
     loss = -critic(generator(latents, labels), labels).mean()
     data_parallel_step(loss, generator, optimizer)
     critic.zero_grad(set_to_none=True)
-    return loss.item()
+    return loss.detach()

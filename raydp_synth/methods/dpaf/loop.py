@@ -197,9 +197,9 @@ class _DPAFRun:
             d_loss.backward()
             all_reduce_mean_(p.grad for p in head_params if p.grad is not None)
             opt_head.step()
-            reporter.track("d_loss_noisy", d_loss.item())
-            reporter.track("d_real_prob_noisy", torch.sigmoid(real_logit).mean().item())
-            reporter.track("d_fake_prob_noisy", torch.sigmoid(fake_logit).mean().item())
+            reporter.track("d_loss_noisy", d_loss)
+            reporter.track("d_real_prob_noisy", torch.sigmoid(real_logit).mean())
+            reporter.track("d_fake_prob_noisy", torch.sigmoid(fake_logit).mean())
 
             # 3. conv2*: DP-SGD at the plan's cadence (every mu iterations), on its own
             # Poisson sample.
@@ -231,9 +231,10 @@ class _DPAFRun:
                 g_loss = self._generator_loss(fakes_local, fake_gen, by_class,
                                               agg.noise_std / real_divisor, agg_labels)
                 data_parallel_step(g_loss, G, opt_g)
-                reporter.track("g_loss", g_loss.item())
+                reporter.track("g_loss", g_loss)
 
-            # Metrics every epoch; a checkpoint about ten times a run, and at the end.
+            # Metrics every epoch (tracked as tensors: no GPU synchronisation per
+            # iteration); a checkpoint about ten times a run, and at the end.
             reporter.after_release(DPAGG, phase=2)
 
     def _generator_loss(

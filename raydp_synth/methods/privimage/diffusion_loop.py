@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 
 import torch
@@ -77,19 +78,23 @@ def pretrain(model: UNet, opt: torch.optim.Optimizer, schedule: DDPMSchedule,
              selected: ImageDataset, config: PrivImageDConfig, device: torch.device) -> float:
     """Non-private DDPM training on the selected public images; the last 50 losses' mean."""
     rng = torch.Generator().manual_seed(derived_seed(config.seed, "privimage-d-pretrain"))
-    images, labels = torch.as_tensor(selected.images), torch.as_tensor(selected.labels)
-    losses: list[float] = []
+    # The public images live on the device: each batch is gathered there.
+    images = torch.as_tensor(selected.images).to(device)
+    labels = torch.as_tensor(selected.labels).to(device)
+    # Detached scalar tensors, read at the end (no GPU synchronisation per iteration).
+    losses: deque[torch.Tensor] = deque(maxlen=50)
     for _ in range(config.pretrain_iters):
         idx = torch.randint(len(images), (min(config.public_batch_size, len(images)),), generator=rng)
-        x, y = images[idx].to(device), _labels(config, labels[idx]).to(device)
+        idx = idx.to(device)
+        x, y = images[idx], _labels(config, labels[idx])
         t = torch.randint(config.diffusion_steps, (len(x),), generator=rng).to(device)
         noise = torch.randn(x.shape, generator=rng).to(device)
         loss = denoising_loss(model, schedule, x, y, t, noise).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        losses.append(loss.item())
-    return sum(losses[-50:]) / max(1, len(losses[-50:]))
+        losses.append(loss.detach())
+    return sum(loss.item() for loss in losses) / max(1, len(losses))
 
 
 def run_privimage_d(ctx: WorkerContext, selected: ImageDataset, *,
