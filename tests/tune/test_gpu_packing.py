@@ -178,11 +178,11 @@ def test_ray_places_four_quarter_gpu_trials_on_one_gpu_and_no_fifth() -> None:
             assert ready == [True] * fit + [False], gpus
             for group in groups:
                 remove_placement_group(group)
-        # Two 2-worker trials of one GPU per worker fill the two GPUs; a third waits.
+        # A 2-worker trial of one whole GPU per worker fills the two GPUs; a second waits.
         bundles = scaling_config(workers=2, use_gpu=True, cpus_per_worker=cpus,
                                  gpus_per_worker=1.0).as_placement_group_factory().bundles
-        groups = [placement_group(bundles) for _ in range(2)]
-        assert all(ray.wait([g.ready()], timeout=5)[0] for g in groups)
+        assert [b["GPU"] for b in bundles] == [1.0, 1.0]
+        assert ray.wait([placement_group(bundles).ready()], timeout=5)[0]
         assert not ray.wait([placement_group(bundles).ready()], timeout=0.5)[0]
     finally:
         ray.shutdown()
