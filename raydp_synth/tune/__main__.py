@@ -9,7 +9,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from raydp_synth.cli import add_data_arguments, add_release_arguments, release_overrides, run_cli
+from raydp_synth.cli import (
+    add_data_arguments,
+    add_release_arguments,
+    parse_settings,
+    release_overrides,
+    run_cli,
+)
 
 __all__ = ["main"]
 
@@ -38,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--search-space", type=Path, default=None,
                         help="YAML search space (default: the method's own, see "
                         "search_spaces/README.md)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="fix a method setting in every trial, repeatable (e.g. --set "
+                        "epochs=20): it replaces the search space's value and is not searched")
     parser.add_argument("--max-concurrent", type=int, default=1, help="trials at once (default 1)")
     parser.add_argument("--workers-per-trial", type=int, default=1,
                         help="Ray Train workers per trial (default 1)")
@@ -77,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     run_study(StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
         selection=args.selection, distribution=args.distribution, sampler=sampler,
-        search_space=args.search_space, max_concurrent=args.max_concurrent,
+        search_space=args.search_space, settings=parse_settings(args.set),
+        max_concurrent=args.max_concurrent,
         workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu,
         gpus_per_trial=args.gpus_per_trial, dataset=dataset,
         storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,

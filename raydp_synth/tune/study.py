@@ -23,7 +23,7 @@ import math
 import os
 import secrets
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +64,8 @@ class StudyRequest:
         sampler: Optuna sampler (``tpe`` adaptive, ``random`` non-adaptive).
         search_space: YAML file (None: the method's packaged default,
             :meth:`~raydp_synth.methods.base.Method.search_space_file`).
+        settings: method settings fixed in every trial (``--set KEY=VALUE``): each
+            replaces the space's value and is no longer searched.
         max_concurrent: trials at once.
         workers_per_trial: Ray Train workers per trial.
         use_gpu: one whole GPU per worker.
@@ -95,6 +97,7 @@ class StudyRequest:
     distribution: str = "poisson"
     sampler: str = "tpe"
     search_space: Path | None = None
+    settings: dict[str, str] = field(default_factory=dict)
     max_concurrent: int = 1
     workers_per_trial: int = 1
     use_gpu: bool = False
@@ -269,7 +272,8 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
     splits, public = load_training_data(request.dataset, public=declared, seed=request.seed)
     data = data_info(splits.train, public)
     validate_delta(request.delta, dataset_size=data.num_records)
-    space = load_search_space(request.search_space, method.name, data)
+    space = load_search_space(request.search_space, method.name, data).with_fixed(
+        request.settings)
     name = request.name or f"{method.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     study_dir = (request.storage / name).resolve()
     _check_study_dir(request, study_dir)

@@ -23,6 +23,9 @@ from raydp_synth.tune.__main__ import main
     (["dpaf", "--dataset", "idx:/nonexistent/mnist:classes=10", "--num-classes", "3"],
      "class count 3 disagrees"),
     (["dpaf", "--fid-weights", "/nonexistent/inception.pth"], "/nonexistent/inception.pth"),
+    (["dpaf", "--set", "no_such_setting=1"], "no_such_setting"),
+    (["dpaf", "--set", "epochs=abc"], "epochs"),
+    (["dpaf", "--set", "epochs"], "key=value"),
 ])
 def test_bad_study_input_is_one_clear_line(argv, needle, capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_info:

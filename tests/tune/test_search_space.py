@@ -477,3 +477,19 @@ def test_choices_that_do_not_fit_together_are_refused(tmp_path: Path) -> None:
 def test_no_fit_blames_the_param_whose_choices_all_fail(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"params\.n_critic: no choice fits .*n_critic=0 >= 1"):
         load(tmp_path, broken(params__n_critic={"type": "categorical", "choices": [0, -1]}))
+
+
+def test_set_fixes_a_setting_and_stops_searching_it() -> None:
+    space = load_search_space(None, "dpaf", DIGITS)
+    fixed = space.with_fixed({"mu": "4", "epochs": "2"})
+    assert "mu" not in fixed.params and "mu" in space.params  # the original is unchanged
+    assert fixed.fixed["mu"] == "4" and fixed.fixed["epochs"] == "2"
+    assert any("mu fixed to '4' by --set" in note for note in fixed.notes)
+    sampler = make_sampler("random", 0)
+    study = optuna.create_study(sampler=sampler)
+    config = {**fixed.define_by_run(study.ask())}
+    assert config["mu"] == "4" and config["epochs"] == "2"
+    config = DPAF.make_config(fixed.settings_from_trial_config(
+        {**study.trials[0].params, **config}), DIGITS)
+    assert config.mu == 4 and config.epochs == 2
+    assert space.with_fixed({}) is space

@@ -76,6 +76,21 @@ class SearchSpace:
                 point.update(param.point(defaults[name]))
         return point
 
+    def with_fixed(self, settings: Mapping[str, Any]) -> SearchSpace:
+        """This space with ``settings`` fixed in every trial (the tune CLI's ``--set``):
+        each key becomes a constant, and a param of the same name is no longer sampled.
+
+        The values are validated where every config is: by the method's ``make_config``.
+        """
+        if not settings:
+            return self
+        params = {name: p for name, p in self.params.items() if name not in settings}
+        notes = tuple(f"{name} fixed to {settings[name]!r} by --set (not searched)"
+                      for name in self.params if name in settings)
+        return SearchSpace(method=self.method, params=params,
+                           fixed={**copy.deepcopy(self.fixed), **settings},
+                           notes=self.notes + notes, path=self.path)
+
     def settings_from_trial_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """The method's settings (for ``method.make_config``) from a trial's flat config.
 

@@ -1,0 +1,244 @@
+"""Does the search pay for itself? Released CAS of each search strategy against one
+default run at the same total epsilon, over several seeds.
+
+One command runs every (method, epsilon, strategy, seed) cell that is not done yet,
+keeps each run's small result files, and writes two tables: every run
+(``python -m raydp_synth.report``) and one row per (method, epsilon, strategy) with
+the mean and spread over seeds of the released generator's CAS and the wall time::
+
+    python bench/search_strategies.py --dataset digits --methods dpaf,privimage-g \\
+        --epsilons 1,10 --seeds 3 --trials 8 \\
+        [--strategies run,compose,random-stopping,subsampled,dp-hypo,public] \\
+        [--public-tuning digits:fraction=0.3] [--set dpaf:epochs=20] \\
+        [--data-dir DIR] [--use-gpu] [--dry-run] \\
+        [--update docs/benchmarks.md --block strategies-digits]
+
+Strategies (each at the same total ``--epsilon``, the whole search counted):
+
+* ``run``: one default-configuration run (``raydp_synth.train``), no search.
+* ``compose``: ``tune --selection compose --trials N`` (TPE, the default first).
+* ``random-stopping``: ``tune --selection random-stopping --sampler random``,
+  E[K] = N (Papernot & Steinke 2022).
+* ``subsampled``: ``tune --selection subsampled --tune-fraction F``, random
+  stopping on a secret Poisson subset, then one final run (Koskela & Kulkarni 2023).
+* ``dp-hypo``: ``tune --selection random-stopping --sampler dp-hypo --hypo-c C``
+  (Wang et al. 2023).
+* ``public``: ``tune --tune-on-public SPEC``: the search on declared-public data at
+  no cost, then one private run.
+
+A cell that fails (a strategy the installed CLI refuses, a crash) is reported and
+skipped; the others go on. "Beats the run" in the summary means: the strategy's mean
+CAS minus the run's is larger than the sum of the two sample standard deviations
+over seeds (a difference the seed spread does not explain).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+SMALL_FILES = ("run.json", "study.json", "release/privacy.json", "evaluation.json",
+               "score.json", "timing.json", "bench_wall.json")
+
+#: strategy -> (module, arguments); {trials}, {fraction}, {hypo_c}, {public} filled in.
+STRATEGIES: dict[str, tuple[str, list[str]]] = {
+    "run": ("raydp_synth.train", []),
+    "compose": ("raydp_synth.tune", ["--selection", "compose", "--trials", "{trials}"]),
+    "random-stopping": ("raydp_synth.tune", ["--selection", "random-stopping",
+                                             "--sampler", "random", "--trials", "{trials}"]),
+    "subsampled": ("raydp_synth.tune", ["--selection", "subsampled", "--tune-fraction",
+                                        "{fraction}", "--trials", "{trials}"]),
+    "dp-hypo": ("raydp_synth.tune", ["--selection", "random-stopping", "--sampler", "dp-hypo",
+                                     "--hypo-c", "{hypo_c}", "--trials", "{trials}"]),
+    "public": ("raydp_synth.tune", ["--tune-on-public", "{public}", "--trials", "{trials}"]),
+}
+
+
+def _method_settings(items: list[str]) -> dict[str, list[str]]:
+    """``["dpaf:epochs=2", "dpaf:batch_size=64"]`` -> {"dpaf": ["epochs=2", ...]}."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for item in items:
+        method, _, setting = item.partition(":")
+        if not setting or "=" not in setting:
+            raise SystemExit(f"error: --set {item!r} must read METHOD:KEY=VALUE")
+        found[method].append(setting)
+    return found
+
+
+def command_for(args: argparse.Namespace, *, method: str, epsilon: str, strategy: str,
+                seed: int, run_dir: Path, settings: list[str]) -> list[str]:
+    """The command line of one cell."""
+    module, extra = STRATEGIES[strategy]
+    fill = {"trials": str(args.trials), "fraction": str(args.tune_fraction),
+            "hypo_c": str(args.hypo_c), "public": args.public_tuning or ""}
+    command = [sys.executable, "-m", module, method, "--dataset", args.dataset,
+               "--epsilon", epsilon, "--delta", str(args.delta), "--seed", str(seed)]
+    command += [part.format(**fill) for part in extra]
+    if module == "raydp_synth.train":
+        command += ["--out", str(run_dir)]
+    else:
+        command += ["--storage", str(run_dir.parent), "--name", run_dir.name]
+    if args.data_dir:
+        command += ["--data-dir", args.data_dir]
+    if args.public:
+        command += ["--public", args.public]
+    for setting in settings:
+        command += ["--set", setting]
+    if args.use_gpu:
+        command.append("--use-gpu")
+    return command
+
+
+def keep_small_files(run_dir: Path, results: Path) -> None:
+    """Copy a cell's result files (not its checkpoints or samples) under ``results``."""
+    for name in SMALL_FILES:
+        source = run_dir / name
+        if source.is_file():
+            target = results / run_dir.name / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def _released_cas(directory: Path) -> float | None:
+    """Mean CAS over the evaluation's classifiers of the released generator."""
+    path = directory / "evaluation.json"
+    if not path.is_file():
+        return None
+    final = json.loads(path.read_text()).get("final") or {}
+    values = [float(v) for k, v in final.items()
+              if k.startswith("cas_") and isinstance(v, (int, float))]
+    return statistics.fmean(values) if values else None
+
+
+def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str:
+    """The per-(method, epsilon, strategy) table over seeds, and the goal's check."""
+    groups: dict[tuple[str, str, str], list[tuple[float, float | None]]] = defaultdict(list)
+    for name, method, epsilon, strategy, _seed in cells:
+        directory = results / name
+        cas = _released_cas(directory)
+        if cas is None:
+            continue
+        wall = None
+        if (directory / "bench_wall.json").is_file():
+            wall = json.loads((directory / "bench_wall.json").read_text()).get("seconds")
+        groups[(method, epsilon, strategy)].append((cas, wall))
+
+    def stats(key: tuple[str, str, str]) -> tuple[float, float, int] | None:
+        values = [c for c, _ in groups.get(key, [])]
+        if not values:
+            return None
+        spread = statistics.stdev(values) if len(values) > 1 else math.nan
+        return statistics.fmean(values), spread, len(values)
+
+    lines = ["| method | epsilon | strategy | seeds | mean CAS | std | wall s (mean) | "
+             "beats the run |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for key in sorted(groups):
+        method, epsilon, strategy = key
+        mean, spread, count = stats(key)  # type: ignore[misc]
+        walls = [w for _, w in groups[key] if w is not None]
+        verdict = "-"
+        run = stats((method, epsilon, "run"))
+        if strategy != "run" and run is not None:
+            margin = (0 if math.isnan(spread) else spread) + (0 if math.isnan(run[1]) else run[1])
+            verdict = "yes" if mean - run[0] > margin and count > 1 and run[2] > 1 else "no"
+        lines.append(f"| {method} | {epsilon} | {strategy} | {count} | {mean:.3f} | "
+                     f"{'-' if math.isnan(spread) else f'{spread:.3f}'} | "
+                     f"{statistics.fmean(walls):.0f} | {verdict} |" if walls else
+                     f"| {method} | {epsilon} | {strategy} | {count} | {mean:.3f} | "
+                     f"{'-' if math.isnan(spread) else f'{spread:.3f}'} | - | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="digits")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--public", default=None,
+                        help="data declared public for the methods that use it (--public)")
+    parser.add_argument("--methods", default="dpaf,privimage-g")
+    parser.add_argument("--epsilons", default="1,10")
+    parser.add_argument("--delta", type=float, default=1e-5)
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--tune-fraction", type=float, default=0.1)
+    parser.add_argument("--hypo-c", type=float, default=2.0)
+    parser.add_argument("--public-tuning", default=None,
+                        help="the public data the 'public' strategy searches on")
+    parser.add_argument("--set", action="append", default=[], metavar="METHOD:KEY=VALUE",
+                        help="a setting for every cell of METHOD (e.g. dpaf:epochs=20)")
+    parser.add_argument("--use-gpu", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("bench/runs/strategies"))
+    parser.add_argument("--results", type=Path, default=Path("bench/results/strategies"))
+    parser.add_argument("--update", type=Path, default=None,
+                        help="replace the generated summary block of this Markdown file")
+    parser.add_argument("--block", default=None, help="with --update: the block's name")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands only")
+    args = parser.parse_args()
+
+    unknown = sorted(set(args.strategies.split(",")) - set(STRATEGIES))
+    if unknown:
+        raise SystemExit(f"error: unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
+    if "public" in args.strategies.split(",") and not args.public_tuning:
+        raise SystemExit("error: the 'public' strategy needs --public-tuning SPEC")
+    settings = _method_settings(args.set)
+    dataset_name = args.dataset.split(":")[0]
+    cells = []
+    failed = []
+    for method in args.methods.split(","):
+        for epsilon in args.epsilons.split(","):
+            for strategy in args.strategies.split(","):
+                for seed in range(args.seeds):
+                    name = f"{method}-{dataset_name}-eps{epsilon}-{strategy}-s{seed}"
+                    cells.append((name, method, epsilon, strategy, seed))
+                    run_dir = args.out / name
+                    command = command_for(args, method=method, epsilon=epsilon,
+                                          strategy=strategy, seed=seed, run_dir=run_dir,
+                                          settings=settings.get(method, []))
+                    print("[bench] " + " ".join(command), flush=True)
+                    if args.dry_run:
+                        continue
+                    if (run_dir / "evaluation.json").is_file():
+                        print(f"[bench] {name}: done already, kept", flush=True)
+                        keep_small_files(run_dir, args.results)
+                        continue
+                    if run_dir.exists():
+                        shutil.rmtree(run_dir)
+                    run_dir.parent.mkdir(parents=True, exist_ok=True)
+                    start = time.perf_counter()
+                    done = subprocess.run(command, check=False)
+                    seconds = time.perf_counter() - start
+                    if done.returncode != 0:
+                        print(f"[bench] {name}: failed (exit {done.returncode}); going on",
+                              flush=True)
+                        failed.append(name)
+                        continue
+                    (run_dir / "bench_wall.json").write_text(json.dumps({"seconds": seconds}))
+                    keep_small_files(run_dir, args.results)
+    if args.dry_run:
+        return 0
+    summary = summarise(args.results, cells)
+    print(summary, end="")
+    if args.update is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from raydp_synth.report import update_block
+
+        args.update.write_text(update_block(args.update.read_text(), summary,
+                                            source=str(args.update), block=args.block))
+        print(f"[bench] updated {args.update}")
+    if failed:
+        print(f"[bench] failed cells: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
