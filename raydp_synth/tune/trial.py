@@ -116,7 +116,8 @@ def _write_timing(path: Path, stamps: dict[str, float], *, loop: str, workers: i
         if name not in phases and first in stamps and last in stamps:
             phases[name] = round(stamps[last] - stamps[first], 3)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"loop": loop, "workers": workers, "started_at": stamps["start"],
+    path.write_text(json.dumps({"loop": loop, "workers": workers, "process": os.getpid(),
+                                "started_at": stamps["start"],
                                 "ended_at": stamps["reported"], "overhead_s": phases}, indent=2))
 
 
