@@ -41,8 +41,8 @@ Statements implemented (alpha the Renyi order):
    records keeps the bound (joint convexity of ``integral p^alpha r^(1-alpha)``).
 4. Variant 1 (final run on all of X): adaptive RDP composition (Mironov, 2017,
    "Renyi Differential Privacy", Proposition 1): tuning curve + final run's curve.
-5. Variant 2 (final run on X minus X1), derived here as in item 3 (the search tool gave
-   us the paper's statement of variant 2 only as a figure caption): conditioned on the
+5. Variant 2 (final run on X minus X1), derived here as in item 3 (not checked against
+   the paper's own statement of variant 2, its equation (3.2)): conditioned on the
    other records' split, adding x puts it in X1 with probability q (the pair differs
    only in the tuning input: at most ``eps_T``, the final run being post-processing
    of the tuning output on unchanged data) or in X minus X1 (only the final run sees
