@@ -70,6 +70,26 @@ def test_zhu_wang_bound_is_above_the_exact_subsampled_gaussian_and_close_to_it(s
     assert eps_exact <= eps_bound <= 2 * eps_exact
 
 
+def _renyi(p: np.ndarray, r: np.ndarray, alpha: float) -> float:
+    """D_alpha(p || r) of two discrete distributions."""
+    return float(np.log(np.sum(p**alpha * r ** (1 - alpha))) / (alpha - 1))
+
+
+@pytest.mark.parametrize("eps", [0.5, 2.0, 5.0])
+@pytest.mark.parametrize("q", [0.01, 0.1, 0.5, 0.9])
+def test_zhu_wang_bound_covers_both_neighbour_directions_of_randomized_response(eps, q):
+    """A non-Gaussian mechanism with an exact answer: randomized response. Adding a
+    record gives the mixture (1-q) P0 + q P1 against P0; removing it, the reverse
+    pair. The bound must cover both (add-or-remove-one neighbours)."""
+    p = math.exp(eps) / (1 + math.exp(eps))
+    p0, p1 = np.array([p, 1 - p]), np.array([1 - p, p])
+    alphas = range(2, 65)
+    base = np.array([max(_renyi(p1, p0, a), _renyi(p0, p1, a)) for a in alphas])
+    mixture = (1 - q) * p0 + q * p1
+    exact = np.array([max(_renyi(mixture, p0, a), _renyi(p0, mixture, a)) for a in alphas])
+    assert np.all(poisson_subsampled_rdp_bound(base, q) >= exact - 1e-12)
+
+
 # (d) hand computation of the theorem at alpha = 2 and 3
 def test_zhu_wang_bound_by_hand():
     q, eps2, eps3 = 0.1, 1.0, 1.5  # a Gaussian with sigma = 1: eps(l) = l / 2
