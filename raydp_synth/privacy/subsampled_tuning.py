@@ -26,7 +26,8 @@ Statements implemented (alpha the Renyi order):
                       + C(alpha,2) q^2 (1-q)^(alpha-2) e^{eps(2)}
                       + 3 sum_{l=3..alpha} C(alpha,l) q^l (1-q)^(alpha-l) e^{(l-1) eps(l)} )
 
-   (:func:`poisson_subsampled_rdp_bound`, the only privacy formula typed here).
+   (:func:`poisson_subsampled_rdp_bound`, the only theorem typed here; items 3 and 5
+   are one-line convexity bounds, proved below).
    Non-integer orders take the bound of the next integer order up: Renyi divergence
    is non-decreasing in its order (van Erven & Harremoes, 2014, "Renyi Divergence and
    Kullback-Leibler Divergence", Theorem 3), so that stays valid. Orders above
@@ -51,7 +52,8 @@ Statements implemented (alpha the Renyi order):
        eps(alpha) <= 1/(alpha-1) * log( q e^{(alpha-1) eps_T(alpha)}
                                         + (1-q) e^{(alpha-1) eps_F(alpha)} )
 
-   with the *unamplified* tuning curve: the q is already in the mixture weights.
+   with the *unamplified* tuning curve: the q is already in the mixture weights. The
+   final run's rates must then be fixed numbers too (sized with ``(1-q) n``).
 """
 
 from __future__ import annotations
