@@ -1,0 +1,192 @@
+"""Carrying a configuration between a tuning subset and the full data.
+
+Subsampled tuning (Koskela & Kulkarni, 2023, "Practical Differentially Private
+Hyperparameter Tuning with Subsampling"; priced in
+:mod:`raydp_synth.privacy.subsampled_tuning`) runs its trials on a Poisson subset X1
+of expected size ``m = q n`` and trains the final model on all n records with the
+best trial's configuration, extrapolated. The rule used here, per kind of
+hyperparameter (docs/budget-pricing.md has the table):
+
+* **Sensitive batch sizes scale with the data** (``B_sub = q B``): the per-record
+  sampling rate ``B / n`` stays the same, so the number of DP steps
+  ``epochs / (B / n)`` stays the same, and a trial's privacy plan on X1 is the full
+  run's plan up to the noise that each one's budget buys. Each expected batch sum
+  holds 1/q times more records in the final run while the noise on a sum depends
+  only on sigma and the clip norm: the final run's averaged gradients are less noisy
+  than the trial's, never noisier.
+* **Epochs are kept** (expected passes over the data): with the rate kept, the same
+  number of optimiser steps as the trial.
+* **Noise and budget weights are kept**: the noise multiplier is not a configuration
+  key here (each run's plan calibrates it to its own budget); what the trial chose is
+  how a run's budget is split (``budget_split``, ``query_share``), a ratio.
+* **Learning rates are kept**: every method trains with Adam, whose step size is set
+  by the learning rate and not by the gradient's scale, over the same number of
+  steps (rates kept). Scaling the learning rate with the batch (the linear-scaling
+  heuristic of plain SGD) would apply to SGD, which no method here uses.
+* **Clip norms are kept**: the distribution of per-record gradient norms does not
+  depend on how many records there are.
+* **Everything else is kept**: architectures, the GAN schedule (critic steps, G
+  steps), losses and priors, everything on public data (its batch sizes and
+  iteration counts: public data is not subsampled), seeds.
+
+A key with no rule is refused (:class:`~raydp_synth.errors.ConfigError`): a new
+hyperparameter must be classified before subsampled tuning carries it.
+
+Trials must size their plans with the public subset size :func:`subset_size`, never
+with ``len(X1)``: the realised size is data-dependent, and a rate computed from it
+would not be the fixed rate that the trial's event prices.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from raydp_synth.errors import ConfigError
+
+__all__ = [
+    "RULES",
+    "Rule",
+    "subset_size",
+    "to_full_data",
+    "to_tuning_subset",
+]
+
+
+class Rule(enum.Enum):
+    """How a hyperparameter moves from the tuning subset to the full data."""
+
+    #: An expected batch of sensitive records: multiplied by n / m = 1 / q.
+    SCALE_WITH_DATA = "scale with the data (keeps the sampling rate B/n)"
+    #: Unchanged.
+    KEEP = "keep"
+
+
+#: Every configuration key of every method, and its rule with its kind (the kind is
+#: the row of the table in docs/budget-pricing.md).
+RULES: Mapping[str, tuple[Rule, str]] = {
+    # sensitive batch sizes
+    "batch_size": (Rule.SCALE_WITH_DATA, "sensitive batch"),
+    "classifier_batch_size": (Rule.SCALE_WITH_DATA, "sensitive batch"),
+    # training length (expected passes)
+    "epochs": (Rule.KEEP, "epochs"),
+    "classifier_epochs": (Rule.KEEP, "epochs"),
+    # noise: budget weights (the noise multiplier is calibrated per run)
+    "budget_split": (Rule.KEEP, "noise / budget weights"),
+    "query_share": (Rule.KEEP, "noise / budget weights"),
+    "noise_multiplier": (Rule.KEEP, "noise / budget weights"),
+    # learning rates (Adam)
+    "lr": (Rule.KEEP, "learning rate"),
+    "lr_d": (Rule.KEEP, "learning rate"),
+    "lr_g": (Rule.KEEP, "learning rate"),
+    "lr_classifier": (Rule.KEEP, "learning rate"),
+    "lr_conv2": (Rule.KEEP, "learning rate"),
+    "beta1": (Rule.KEEP, "learning rate"),
+    "beta2": (Rule.KEEP, "learning rate"),
+    # clipping
+    "clip": (Rule.KEEP, "clip norm"),
+    "clip_classifier": (Rule.KEEP, "clip norm"),
+    "clip_conv2": (Rule.KEEP, "clip norm"),
+    "bias_clip": (Rule.KEEP, "clip norm"),
+    "adaptive_clip": (Rule.KEEP, "clip norm"),
+    "groups": (Rule.KEEP, "clip norm"),
+    "topk_fraction": (Rule.KEEP, "clip norm"),
+    # the schedule of DP releases within a step (rates kept, so ratios kept)
+    "mu": (Rule.KEEP, "schedule"),
+    "n_critic": (Rule.KEEP, "schedule"),
+    "g_steps": (Rule.KEEP, "schedule"),
+    "multiplicity": (Rule.KEEP, "schedule"),
+    # semantic query of PrivImage (which public semantics to select)
+    "k1": (Rule.KEEP, "schedule"),
+    "k2": (Rule.KEEP, "schedule"),
+    # architecture, losses, priors
+    "image_size": (Rule.KEEP, "architecture"),
+    "layer_split": (Rule.KEEP, "architecture"),
+    "base_width": (Rule.KEEP, "architecture"),
+    "g_base_width": (Rule.KEEP, "architecture"),
+    "latent_dim": (Rule.KEEP, "architecture"),
+    "capacity": (Rule.KEEP, "architecture"),
+    "width": (Rule.KEEP, "architecture"),
+    "aggregation": (Rule.KEEP, "architecture"),
+    "generator_loss": (Rule.KEEP, "architecture"),
+    "g_smoothness": (Rule.KEEP, "architecture"),
+    "gp_weight": (Rule.KEEP, "architecture"),
+    "conditional": (Rule.KEEP, "architecture"),
+    "diffusion_steps": (Rule.KEEP, "architecture"),
+    "sample_steps": (Rule.KEEP, "architecture"),
+    # public data and seeds
+    "public_batch_size": (Rule.KEEP, "public data"),
+    "pretrain_iters": (Rule.KEEP, "public data"),
+    "pretrain_lr": (Rule.KEEP, "public data"),
+    "warm_start_iters": (Rule.KEEP, "public data"),
+    "strict_selection": (Rule.KEEP, "public data"),
+    "seed": (Rule.KEEP, "public data"),
+}
+
+
+def _check_fraction(fraction: float) -> float:
+    fraction = float(fraction)
+    if not (math.isfinite(fraction) and 0 < fraction <= 1):
+        raise ConfigError(f"the tuning fraction {fraction} must be in (0, 1], e.g. 0.1")
+    return fraction
+
+
+def subset_size(num_records: int, fraction: float) -> int:
+    """The public size m of the tuning subset that trials size their plans with:
+    ``round(fraction * num_records)`` (at least 1). The Poisson subset's realised
+    size varies around it and is never used for a rate."""
+    fraction = _check_fraction(fraction)
+    if num_records < 1:
+        raise ConfigError(f"the dataset has {num_records} records; subsampled tuning needs some")
+    return max(1, round(fraction * num_records))
+
+
+def _rule(key: str) -> Rule:
+    try:
+        return RULES[key][0]
+    except KeyError:
+        raise ConfigError(
+            f"no extrapolation rule for the hyperparameter {key!r}: classify it in "
+            "raydp_synth/tune/extrapolation.py (RULES) before tuning it on a subset"
+        ) from None
+
+
+def _scale(key: str, value: Any, factor: float) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{key}={value!r} must be a number to scale with the data")
+    scaled = value * factor
+    return max(1, round(scaled)) if isinstance(value, int) else scaled
+
+
+def to_tuning_subset(config: Mapping[str, Any], fraction: float) -> dict[str, Any]:
+    """The configuration a trial on the tuning subset runs: ``config`` (drawn for the
+    full data) with every :data:`Rule.SCALE_WITH_DATA` key multiplied by ``fraction``
+    (integers rounded, at least 1); every other key unchanged.
+
+    Raises:
+        ConfigError: a fraction outside (0, 1], or a key with no rule.
+    """
+    fraction = _check_fraction(fraction)
+    return {
+        key: _scale(key, value, fraction) if _rule(key) is Rule.SCALE_WITH_DATA else value
+        for key, value in config.items()
+    }
+
+
+def to_full_data(config: Mapping[str, Any], fraction: float) -> dict[str, Any]:
+    """The final run's configuration from a trial's (the inverse of
+    :func:`to_tuning_subset`, exact up to the rounding of integers): every
+    :data:`Rule.SCALE_WITH_DATA` key divided by ``fraction``.
+
+    Raises:
+        ConfigError: a fraction outside (0, 1], or a key with no rule.
+    """
+    fraction = _check_fraction(fraction)
+    return {
+        key: _scale(key, value, 1 / fraction) if _rule(key) is Rule.SCALE_WITH_DATA else value
+        for key, value in config.items()
+    }
