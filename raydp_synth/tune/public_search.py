@@ -153,6 +153,42 @@ def _best_public_trial(grid: Any) -> tuple[str, dict[str, Any], float]:
     return best
 
 
+def _final_results_only(inner: Any) -> Any:
+    """``inner`` (Optuna), told of each trial's final result only: per-epoch reports
+    carry training metrics, not the score (like the private search's
+    :class:`~raydp_synth.tune.searcher.BudgetAwareSearch`, without its accountant).
+    An invalid config's -inf becomes -1 (Optuna wants finite values)."""
+    from ray.tune.search import Searcher
+
+    class FinalResultsOnly(Searcher):
+        def __init__(self) -> None:
+            super().__init__(metric=inner.metric, mode=inner.mode)
+
+        def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
+                                  **spec: Any) -> bool:
+            return bool(inner.set_search_properties(metric, mode, config, **spec))
+
+        def suggest(self, trial_id: str) -> Any:
+            return inner.suggest(trial_id)
+
+        def on_trial_result(self, trial_id: str, result: dict) -> None:
+            pass
+
+        def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                              error: bool = False) -> None:
+            if result is not None and not math.isfinite(result.get("score", 0.0)):
+                result = {**result, "score": -1.0}
+            inner.on_trial_complete(trial_id, result=result, error=error)
+
+        def save(self, checkpoint_path: str) -> None:
+            inner.save(checkpoint_path)
+
+        def restore(self, checkpoint_path: str) -> None:
+            inner.restore(checkpoint_path)
+
+    return FinalResultsOnly()
+
+
 def search_then_final_run(request: Any, study: StudySettings, search: PublicSearch,
                           accountant: Any, *, driver_cpus: float) -> dict[str, Any]:
     """Phase 1 on DATASET, then the final run of its best configuration; returns what
@@ -170,8 +206,9 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
     from raydp_synth.tune.trial import trial_trainable
 
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
-    searcher = ConcurrencyLimiter(optuna_search(request, search.space, search.default),
-                                  max_concurrent=request.max_concurrent)
+    searcher = ConcurrencyLimiter(
+        _final_results_only(optuna_search(request, search.space, search.default)),
+        max_concurrent=request.max_concurrent)
     print(f"[raydp_synth] phase 1: {request.trials} trials on the public data {search.dataset} "
           "(no privacy cost)")
     grid = tune.Tuner(
