@@ -1,6 +1,6 @@
 """``--tune-on-public DATASET``: search on data declared public, then one private run.
 
-Two phases (docs/budget-pricing.md, section "Tuning on public data"):
+Two phases (docs/budget-pricing.md, section 6.4):
 
 1. **Search**, at no privacy cost: a Tune experiment (``STUDY/public-search/``)
    whose trials train the method on DATASET, a dataset the curator declared public,
