@@ -190,8 +190,9 @@ def _final_results_only(inner: Any) -> Any:
 
 
 def search_then_final_run(request: Any, study: StudySettings, search: PublicSearch,
-                          accountant: Any, *, driver_cpus: float) -> dict[str, Any]:
-    """Phase 1 on DATASET, then the final run of its best configuration; returns what
+                          accountant: Any, *, searcher: Any, driver_cpus: float) -> dict[str, Any]:
+    """Phase 1 on DATASET with ``searcher`` (the study's Optuna searcher over
+    ``search.space``), then the final run of its best configuration; returns what
     the release states of it (``statement`` and ``run`` extras,
     :func:`~raydp_synth.tune.study._release_best`)."""
     import os
@@ -202,18 +203,16 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
     from ray.tune.search import ConcurrencyLimiter
 
     from raydp_synth.tune.final_run import final_run_settings, run_final
-    from raydp_synth.tune.study import optuna_search
     from raydp_synth.tune.trial import trial_trainable
 
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
-    searcher = ConcurrencyLimiter(
-        _final_results_only(optuna_search(request, search.space, search.default)),
-        max_concurrent=request.max_concurrent)
+    limited = ConcurrencyLimiter(_final_results_only(searcher),
+                                 max_concurrent=request.max_concurrent)
     print(f"[raydp_synth] phase 1: {request.trials} trials on the public data {search.dataset} "
           "(no privacy cost)")
     grid = tune.Tuner(
         trial_trainable(public_search_settings(study, search), driver_cpus=driver_cpus),
-        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
+        tune_config=tune.TuneConfig(search_alg=limited, scheduler=FIFOScheduler(),
                                     num_samples=request.trials),
         run_config=tune.RunConfig(name=PUBLIC_EXPERIMENT, storage_path=str(study.study_dir),
                                   failure_config=tune.FailureConfig(max_failures=0)),

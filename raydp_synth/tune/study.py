@@ -212,13 +212,19 @@ def _run_study(request: StudyRequest) -> StudyResult:
     print(f"[raydp_synth] study {prepared.name}: {prepared.method.name} on {request.dataset}, "
           f"epsilon={request.epsilon:g} delta={request.delta:g} for the whole search "
           f"({request.selection}, "
-          f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)")
+          f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)"
+          if prepared.public_search is None else
+          f"[raydp_synth] study {prepared.name}: {prepared.method.name}, {request.trials} trials "
+          f"on the public {request.tune_on_public}, then one run on {request.dataset} at "
+          f"epsilon={request.epsilon:g} delta={request.delta:g}")
     extra = None
     if prepared.public_search is not None:
         from raydp_synth.tune.public_search import search_then_final_run
 
-        extra = search_then_final_run(request, settings, prepared.public_search, accountant,
-                                      driver_cpus=TRIAL_DRIVER_CPUS)
+        search = prepared.public_search
+        extra = search_then_final_run(
+            request, settings, search, accountant, driver_cpus=TRIAL_DRIVER_CPUS,
+            searcher=optuna_search(request, search.space, search.default))
     elif tuner is not None:
         tuner.fit()
     ledger_error = ray.get(accountant.status.remote())["ledger_error"]
