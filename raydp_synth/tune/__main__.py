@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0,
                         help="public seed (split, initialisation; the sampler under compose: "
                         "random stopping's sampler seed is secret, from OS entropy)")
+    parser.add_argument("--tune-on-public", default=None, metavar="DATASET",
+                        help="search on DATASET, declared public (e.g. folder:DIR), at no "
+                        "privacy cost, then train the best config once on --dataset with the "
+                        "whole budget; the release's statement covers that run only "
+                        "(--selection compose; no --resume; docs/budget-pricing.md)")
     add_data_arguments(parser)
     add_release_arguments(parser)
     return parser
@@ -80,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     dataset = with_data_dir(with_num_classes(args.dataset, args.num_classes), args.data_dir)
     public = public_with_data_dir(args.public, dataset)
     public_validation = public_with_data_dir(args.public_validation, dataset)
+    tune_on_public = args.tune_on_public
     if args.download:
-        download_declared([dataset, public, public_validation])
+        download_declared([dataset, public, public_validation, tune_on_public])
     sampler = args.sampler or ("random" if args.selection == "random-stopping" else "tpe")
     run_study(StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
@@ -92,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         gpus_per_trial=args.gpus_per_trial, dataset=dataset,
         storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,
         public=public, public_validation=public_validation, evaluate=not args.no_eval,
+        tune_on_public=tune_on_public,
         **release_overrides(args),
     ))
     return 0

@@ -87,6 +87,9 @@ class StudyRequest:
         synthetic_samples: rows of ``release/synthetic.parquet`` (a user choice, not n).
         fid_weights: the FID Inception-v3 weights of the evaluation (None: the
             torch hub cache's, if there).
+        tune_on_public: a dataset declared public to search on at no privacy cost;
+            the study then releases one private run of the best config with the whole
+            budget (:mod:`raydp_synth.tune.public_search`); None: a private search.
     """
 
     method: str
@@ -114,6 +117,7 @@ class StudyRequest:
     evaluate: bool = True
     synthetic_samples: int = DEFAULT_SYNTHETIC_SAMPLES
     fid_weights: Path | None = None
+    tune_on_public: str | None = None
 
     def __post_init__(self) -> None:
         from raydp_synth.evaluation.selection import validate_score_settings
@@ -147,6 +151,11 @@ class StudyRequest:
             from raydp_synth.data import parse_public_spec
 
             parse_public_spec(self.public)
+        if self.tune_on_public is not None:
+            from raydp_synth.tune.public_search import check_tune_on_public
+
+            check_tune_on_public(self.tune_on_public, dataset=self.dataset,
+                                 selection=self.selection, resume=self.resume)
         if self.name is not None and (not self.name or "/" in self.name or self.name.startswith(".")):
             raise ConfigError(f"--name {self.name!r} must be a plain folder name")
 
@@ -202,17 +211,29 @@ def _run_study(request: StudyRequest) -> StudyResult:
     accountant = _start_accountant(request, prepared)
     settings = _study_settings(request, prepared, total_cpus=total_cpus,
                                gpus_per_worker=gpus_per_worker)
-    tuner = _tuner(request, prepared, settings, accountant)
+    tuner = None if prepared.public_search else _tuner(request, prepared, settings, accountant)
     print(f"[raydp_synth] study {prepared.name}: {prepared.method.name} on {request.dataset}, "
           f"epsilon={request.epsilon:g} delta={request.delta:g} for the whole search "
           f"({request.selection}, "
-          f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)")
-    if tuner is not None:
+          f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)"
+          if prepared.public_search is None else
+          f"[raydp_synth] study {prepared.name}: {prepared.method.name}, {request.trials} trials "
+          f"on the public {request.tune_on_public}, then one run on {request.dataset} at "
+          f"epsilon={request.epsilon:g} delta={request.delta:g}")
+    extra = None
+    if prepared.public_search is not None:
+        from raydp_synth.tune.public_search import search_then_final_run
+
+        search = prepared.public_search
+        extra = search_then_final_run(
+            request, settings, search, accountant, driver_cpus=TRIAL_DRIVER_CPUS,
+            searcher=optuna_search(request, search.space, search.default))
+    elif tuner is not None:
         tuner.fit()
     ledger_error = ray.get(accountant.status.remote())["ledger_error"]
     if ledger_error is not None:  # the accountant failed closed; the study is interrupted
         raise LedgerError(f"study {prepared.name} stopped: {ledger_error}")
-    result = _release_best(request, prepared.study_dir, accountant, prepared.name)
+    result = _release_best(request, prepared.study_dir, accountant, prepared.name, extra=extra)
     # The study is over: its detached accountant goes (a --resume rebuilds it from
     # the ledger). An interrupted study keeps it, for the resume.
     ray.kill(accountant, no_restart=True)
@@ -233,6 +254,7 @@ class _PreparedStudy:
             stopping's reference plan, and compose's first trial.
         reference: random stopping's reference plan E_ref; None under compose.
         score_share: the selection score's budget fraction (0: public validation).
+        public_search: ``--tune-on-public``'s public facts, or None.
     """
 
     name: str
@@ -244,6 +266,7 @@ class _PreparedStudy:
     default: Any
     reference: PrivacyPlan | None
     score_share: float
+    public_search: Any = None
 
 
 def _with_absolute_paths(request: StudyRequest) -> StudyRequest:
@@ -253,6 +276,10 @@ def _with_absolute_paths(request: StudyRequest) -> StudyRequest:
     request = with_absolute_paths(request)
     if request.search_space is not None:
         request = replace(request, search_space=Path(request.search_space).expanduser().resolve())
+    if request.tune_on_public is not None:
+        from raydp_synth.data.spec import absolute_spec
+
+        request = replace(request, tune_on_public=absolute_spec(request.tune_on_public))
     return request
 
 
@@ -288,11 +315,20 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
         reference = reference_plan(method, default, data, target_epsilon=request.epsilon,
                                    delta=request.delta, mean_trials=float(request.trials),
                                    shape=shape, score_share=score_share)
+    public_search = None
+    if request.tune_on_public is not None:
+        from raydp_synth.tune.public_search import prepare_public_search
+
+        public_search = prepare_public_search(
+            spec=request.tune_on_public, dataset=request.dataset, method=method,
+            sensitive=data, public=declared,
+            search_space=request.search_space, seed=request.seed)
+        space = public_search.space  # the space searched (fitted to the public data)
     for note in space.notes:
         print(f"[raydp_synth] search space: {note}")
     return _PreparedStudy(name=name, study_dir=study_dir, method=method, data=data,
                           public=declared, space=space, default=default, reference=reference,
-                          score_share=score_share)
+                          score_share=score_share, public_search=public_search)
 
 
 def _check_study_dir(request: StudyRequest, study_dir: Path) -> None:
@@ -321,7 +357,9 @@ def _start_accountant(request: StudyRequest, prepared: _PreparedStudy) -> Any:
     _owner_only_dir(study_dir)
     accountant = get_or_create_accountant(
         str(study_dir), prepared.name, epsilon=request.epsilon, delta=request.delta,
-        mode=request.selection, trials=request.trials, distribution=request.distribution,
+        mode=request.selection,
+        trials=1 if request.tune_on_public is not None else request.trials,  # the final run
+        distribution=request.distribution,
         reference_event=event_to_json(reference.event()) if reference is not None else None,
     )
     ray.get(accountant.status.remote())  # surfaces a ledger/settings mismatch now
@@ -527,7 +565,10 @@ def _finished_trials(study_dir: Path) -> list[dict[str, Any]]:
 
 
 def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
-                  name: str) -> StudyResult:
+                  name: str, extra: dict[str, Any] | None = None) -> StudyResult:
+    """Release the study's best finished trial; ``extra`` (a strategy's
+    ``statement`` and ``run`` fields, e.g. ``--tune-on-public``'s scope) overrides
+    the defaults of privacy.json and run.json."""
     import ray
     import torch
 
@@ -573,13 +614,16 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
     full["public_facts"] = public_facts(
         generator.data, generator.class_names, public=declared,
         validation_records=score_info.get("num_records") if score_info.get("private") else None,
-        public_validation=request.public_validation)
+        public_validation=None if score_info.get("private") else
+        (request.public_validation or request.tune_on_public))
+    full.update((extra or {}).get("statement", {}))
     write_release(study_dir / "release", generator=generator, statement=full,
                   num_synthetic=request.synthetic_samples, seed=request.seed)
     trial_id = info["trial_id"]
     (study_dir / "run.json").write_text(json.dumps({
         "method": request.method, "dataset": request.dataset, "seed": request.seed,
         "study": name, "released_trial": trial_id, "checkpoints": f"trials/{trial_id}",
+        **(extra or {}).get("run", {}),
     }, indent=2))
     (study_dir / "score.json").write_text(json.dumps(info["score"], indent=2))
     print(f"[raydp_synth] released trial {trial_id} (private score {score:.4f}) to "

@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 
     from raydp_synth.tune.search_space import SearchSpace
 
-__all__ = ["StudySettings"]
+__all__ = ["PUBLIC_SEARCH", "StudySettings"]
+
+#: The ``selection`` of a search on data declared public (``--tune-on-public``,
+#: :mod:`raydp_synth.tune.public_search`): its trials ask no grant, their plans are
+#: single runs at the study's budget, and their score is not a private release.
+PUBLIC_SEARCH = "public-search"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +48,9 @@ class StudySettings:
             the method's documented default), or None.
         seed: the public seed (data split, initialisation).
         epsilon, delta: the total budget of the whole search.
-        selection: ``compose`` or ``random-stopping``.
+        selection: ``compose``, ``random-stopping`` or :data:`PUBLIC_SEARCH` (a
+            search on data declared public: ``dataset`` is that data, never the
+            sensitive dataset).
         trials: N_max (compose) or the mean number of trials (random-stopping).
         reference_event: random stopping's reference plan E_ref, which every trial's
             plan must be dominated by; None under compose.

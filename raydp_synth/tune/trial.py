@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.tune.study_settings import StudySettings
+from raydp_synth.tune.study_settings import PUBLIC_SEARCH, StudySettings
 
 __all__ = ["TRIAL_CHECKPOINT", "TRIAL_LOOP_ENV", "TRIAL_METRICS", "TRIAL_TIMING", "in_process",
            "run_trial", "trial_resources", "trial_trainable"]
@@ -137,6 +137,10 @@ def _plan(study: StudySettings, method: Any, config: Any, accountant: Any) -> An
     from raydp_synth.privacy.events import event_from_json
     from raydp_synth.tune.planning import plan_dominated_by, plan_for_compose
 
+    if study.selection == PUBLIC_SEARCH:  # one run at the whole budget, on public data
+        return plan_for_compose(method, config, study.data, target_epsilon=study.epsilon,
+                                delta=study.delta, granted=[], remaining_trials=1,
+                                score_share=0.0)
     if study.selection == "compose":
         granted = [event_from_json(e) for e in ray.get(accountant.granted_events.remote())]
         return plan_for_compose(
@@ -177,16 +181,20 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     except ConfigError as err:  # an invalid combination: nothing charged, nothing read
         _report_final({"score": REFUSED_SCORE, "granted": 0, "invalid": 1, "reason": str(err)})
         return
-    accountant = get_accountant(study.study_name)
+    on_public = study.selection == PUBLIC_SEARCH
+    # A search on public data asks no grant: ``study.dataset`` is the data declared
+    # public (raydp_synth.tune.public_search), nothing here can read the sensitive data.
+    accountant = None if on_public else get_accountant(study.study_name)
     plan = _plan(study, method, config, accountant)
     stamps["planned"] = time.time()
-    # A fresh nonce per attempt: a retried *call* gets its grant back, a rerun
-    # trial (same id, new attempt) is refused.
-    grant = ray.get(accountant.request.remote(trial_id, event_to_json(plan.event()),
-                                              attempt=secrets.token_hex(8)))
-    if not grant["granted"]:
-        _report_final({"score": REFUSED_SCORE, "granted": 0, "reason": grant["reason"]})
-        return
+    if accountant is not None:
+        # A fresh nonce per attempt: a retried *call* gets its grant back, a rerun
+        # trial (same id, new attempt) is refused.
+        grant = ray.get(accountant.request.remote(trial_id, event_to_json(plan.event()),
+                                                  attempt=secrets.token_hex(8)))
+        if not grant["granted"]:
+            _report_final({"score": REFUSED_SCORE, "granted": 0, "reason": grant["reason"]})
+            return
 
     stamps["granted"] = time.time()
     dp_seed = secrets.randbits(63)  # this trial's secret DP randomness, written nowhere
@@ -218,7 +226,11 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
         class_names=splits.class_names, state_dict=state["generator"],
     )
     split = splits.val
-    if study.public_validation:
+    if on_public:  # the held-out split of data declared public: no noise, no cost
+        from dataclasses import replace
+
+        split = replace(split, public=True)
+    elif study.public_validation:
         from raydp_synth.data.public import public_records
 
         split = public_records(study.public_validation, like=splits.train, seed=study.seed)
@@ -234,7 +246,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
             "score": score.to_dict(),
         }))
         last = metrics[-1] if metrics else {}
-        _report_final({"score": score.value, "granted": 1,
+        _report_final({"score": score.value, "granted": int(not on_public),
                        "trial_epsilon": plan.epsilon(), "epoch": last.get("epoch", 0)}, tmp)
     stamps["reported"] = time.time()
     _write_timing(trial_dir / TRIAL_TIMING, stamps, workers=study.workers,

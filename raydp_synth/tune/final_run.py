@@ -1,0 +1,64 @@
+"""A study's final run: ONE trial of a fixed configuration on the sensitive data,
+with the budget the accountant has left.
+
+Strategies that choose the hyperparameters elsewhere (``--tune-on-public``:
+:mod:`raydp_synth.tune.public_search`; a later search on a priced subset of the
+sensitive data) end here. The final run is an ordinary study trial
+(:func:`~raydp_synth.tune.trial.run_trial`) in a Tune experiment of one sample
+whose configuration is fixed, so it goes through the same path as every trial:
+its plan is calibrated before it reads data, the study's accountant grants it
+(and writes the ledger entry), and :func:`~raydp_synth.tune.study._release_best`
+releases it.
+
+Privacy: the trial is priced as a ``compose`` trial calibrated so that the plans
+the accountant granted before it, composed with its own plan, meet the study's
+total: it takes exactly the budget left (all of it when nothing was granted
+before). The accountant re-prices the composition and refuses what would
+overspend. The configuration is a fixed input: whatever chose it must be priced
+by the caller (public data: nothing to price).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from raydp_synth.tune.study_settings import StudySettings
+
+__all__ = ["FINAL_EXPERIMENT", "final_run_settings", "run_final"]
+
+#: The final run's Tune experiment (a ``tune*`` folder: the study's release looks there).
+FINAL_EXPERIMENT = "tune"
+
+
+def final_run_settings(study: StudySettings, *, granted_before: int) -> StudySettings:
+    """``study`` as the final run's settings: one ``compose`` trial after the
+    ``granted_before`` plans the accountant holds, so its plan takes the budget left
+    (:func:`~raydp_synth.tune.planning.plan_for_compose` with one remaining trial)."""
+    if granted_before < 0:
+        raise ValueError(f"granted_before={granted_before} must be >= 0")
+    return replace(study, selection="compose", trials=granted_before + 1, reference_event=None)
+
+
+def run_final(study: StudySettings, config: Mapping[str, Any], *, driver_cpus: float) -> None:
+    """Run the final trial of ``config`` (a Tune trial config, as a search produced
+    it) under ``study`` (:func:`final_run_settings`); its checkpoint lands under
+    ``study.study_dir / FINAL_EXPERIMENT`` for the release."""
+    import os
+
+    from ray import tune
+    from ray.tune.schedulers import FIFOScheduler
+
+    from raydp_synth.tune.trial import trial_trainable
+
+    if study.selection != "compose" or study.reference_event is not None:
+        raise ValueError("the final run is a compose trial: build it with final_run_settings")
+    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
+    tune.Tuner(
+        trial_trainable(study, driver_cpus=driver_cpus),
+        param_space=dict(config),
+        tune_config=tune.TuneConfig(scheduler=FIFOScheduler(), num_samples=1),
+        run_config=tune.RunConfig(name=FINAL_EXPERIMENT, storage_path=str(study.study_dir),
+                                  failure_config=tune.FailureConfig(max_failures=0)),
+    ).fit()
