@@ -626,8 +626,10 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
         **(extra or {}).get("run", {}),
     }, indent=2))
     (study_dir / "score.json").write_text(json.dumps(info["score"], indent=2))
-    print(f"[raydp_synth] released trial {trial_id} (private score {score:.4f}) to "
-          f"{study_dir / 'release'}; the whole search is ({statement['epsilon']:.4f}, "
+    scope = "the final run" if request.tune_on_public else "the whole search"
+    kind = "private" if info["score"].get("private", True) else "public"
+    print(f"[raydp_synth] released trial {trial_id} ({kind} score {score:.4f}) to "
+          f"{study_dir / 'release'}; {scope} is ({statement['epsilon']:.4f}, "
           f"{statement['delta']:g})-DP ({statement['mode']})")
     if request.evaluate:
         from raydp_synth.evaluation.report import evaluate_run, format_table
