@@ -33,8 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--distribution", default="poisson",
                         help="random-stopping's trial-count law: poisson | geometric | "
                         "logarithmic | tnb:ETA (default poisson)")
-    parser.add_argument("--sampler", default=None, choices=("tpe", "random"),
-                        help="Optuna sampler (default tpe; random for --selection random-stopping)")
+    parser.add_argument("--sampler", default=None, choices=("tpe", "random", "dp-hypo"),
+                        help="Optuna sampler (default tpe; random for --selection random-stopping; "
+                        "dp-hypo: adaptive within --hypo-c of a fixed prior, random-stopping "
+                        "with a tnb/geometric/logarithmic --distribution only, DP-HyPO pricing)")
+    parser.add_argument("--hypo-c", type=float, default=2.0, metavar="C",
+                        help="dp-hypo: every proposal's density stays within [1/C, C] times the "
+                        "prior's (C >= 1, default 2; larger adapts more and costs more epsilon)")
     parser.add_argument("--search-space", type=Path, default=None,
                         help="YAML search space (default: the method's own, see "
                         "search_spaces/README.md)")
@@ -77,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     run_study(StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
         selection=args.selection, distribution=args.distribution, sampler=sampler,
+        hypo_c=args.hypo_c,
         search_space=args.search_space, max_concurrent=args.max_concurrent,
         workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu,
         gpus_per_trial=args.gpus_per_trial, dataset=dataset,
