@@ -33,7 +33,7 @@ ln(c_high/c_low)`` at order lambda; (ii) the probability that an adaptive trial 
 below a threshold is scaled by at most ``c_high/c_low`` relative to the prior's, which
 enters Theorem 2's Hoelder step as ``ln(1/gamma)`` does (gamma -> gamma c_low/c_high).
 The constant must be checked against Theorem 1 of the paper before a study priced
-with c > 1 is released (docs/budget-pricing.md, section 6b).
+with c > 1 is released (docs/budget-pricing.md, section 6.2b).
 
 Only these extra terms are typed here; the base RDP curve, the gamma of the stopping
 law, Papernot & Steinke's curve and the conversion to (epsilon, delta) are
