@@ -44,6 +44,8 @@ def ledger_statement(study_dir: Path) -> tuple[dict[str, Any], list[dict[str, An
     if settings.mode == "random-stopping":
         statement.update(distribution=settings.distribution, mean_trials=settings.trials,
                          trial_count_secret=budget.trial_count)
+        if settings.density_ratio != 1:
+            statement.update(density_ratio=settings.density_ratio)
     return statement, entries
 
 
@@ -83,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  random stopping: {statement['distribution']} with mean "
               f"{statement['mean_trials']}; K={statement['trial_count_secret']} "
               "(curator-only: never publish K)")
+        if "density_ratio" in statement:
+            print(f"  adaptive (dp-hypo): proposals within [1/{statement['density_ratio']:g}, "
+                  f"{statement['density_ratio']:g}] x the prior, priced by DP-HyPO's bound")
     return 0
 
 

@@ -87,8 +87,9 @@ class BudgetAccountant:
     Args:
         study_dir: the study's directory (shared storage on a cluster); the ledger
             is ``study_dir/ledger.jsonl``. If it exists, the state is rebuilt from it.
-        epsilon, delta, mode, trials, distribution, reference_event: the study's
-            settings (:class:`StudySettings`); events as ``event_to_json`` dicts.
+        epsilon, delta, mode, trials, distribution, reference_event, density_ratio:
+            the study's settings (:class:`StudySettings`); events as ``event_to_json``
+            dicts.
         name: the study's name, used as the metrics' ``study`` tag (default: the
             directory's name).
 
@@ -106,6 +107,7 @@ class BudgetAccountant:
         trials: int,
         distribution: str = "poisson",
         reference_event: dict[str, Any] | None = None,
+        density_ratio: float = 1.0,
         name: str | None = None,
     ) -> None:
         settings = StudySettings(
@@ -115,6 +117,7 @@ class BudgetAccountant:
             trials=trials,
             distribution=distribution,
             reference_event=reference_event,
+            density_ratio=density_ratio,
         )
         self._dir = Path(study_dir)
         self._name = name or self._dir.name

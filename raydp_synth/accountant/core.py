@@ -67,6 +67,11 @@ from raydp_synth.privacy.accounting import (
     parse_distribution,
     random_stopping_epsilon,
 )
+from raydp_synth.privacy.adaptive_tuning import (
+    adaptive_random_stopping_epsilon,
+    require_checked_bound,
+    validate_density_ratio,
+)
 from raydp_synth.privacy.events import event_from_json, event_to_json
 
 __all__ = [
@@ -123,6 +128,10 @@ class StudySettings:
             :func:`~raydp_synth.privacy.accounting.parse_distribution`).
         reference_event: E_ref as ``event_to_json`` data (required in
             random-stopping mode), stored in canonical form.
+        density_ratio: c >= 1 (random-stopping only): the sampler's proposals stay
+            within [1/c, c] times a fixed prior (``--sampler dp-hypo``), priced by
+            :func:`~raydp_synth.privacy.adaptive_tuning.adaptive_random_stopping_epsilon`;
+            1 is Papernot & Steinke's i.i.d. trials.
     """
 
     epsilon: float
@@ -131,6 +140,7 @@ class StudySettings:
     trials: int
     distribution: str = "poisson"
     reference_event: dict[str, Any] | None = field(default=None)
+    density_ratio: float = 1.0
 
     def __post_init__(self) -> None:
         if (
@@ -163,6 +173,10 @@ class StudySettings:
             except _UNREADABLE as exc:
                 raise ConfigError(f"the study's reference plan is not a DpEvent: {exc}") from exc
             object.__setattr__(self, "reference_event", canonical)
+        object.__setattr__(self, "density_ratio", validate_density_ratio(self.density_ratio))
+        require_checked_bound(self.density_ratio)
+        if self.density_ratio != 1 and self.mode != "random-stopping":
+            raise ConfigError("a density-ratio bound c > 1 (dp-hypo) is priced under random stopping only")
         if self.mode == "random-stopping":
             parse_distribution(self.distribution)
             object.__setattr__(self, "distribution", self.distribution.strip().lower())
@@ -192,6 +206,7 @@ class StudySettings:
                 epsilon=header["epsilon"], delta=header["delta"], mode=header["mode"],
                 trials=header["trials"], distribution=header.get("distribution") or "poisson",
                 reference_event=header.get("reference_event"),
+                density_ratio=header.get("density_ratio") or 1.0,
             )
         except KeyError as exc:
             raise ConfigError(f"ledger {path}: the study header has no {exc}") from exc
@@ -206,7 +221,13 @@ class StudySettings:
         return event_from_json(self.reference_event)
 
     def random_stopping_epsilon(self) -> float:
-        """Epsilon of ``RepeatAndSelectDpEvent(E_ref, trials, shape)`` at ``delta``."""
+        """Epsilon of ``RepeatAndSelectDpEvent(E_ref, trials, shape)`` at ``delta``;
+        with c = :attr:`density_ratio` > 1, DP-HyPO's bound (adaptive_tuning)."""
+        if self.density_ratio != 1:
+            return adaptive_random_stopping_epsilon(
+                self.reference(), mean=self.trials, shape=self.shape, delta=self.delta,
+                density_ratio=self.density_ratio,
+            )
         return random_stopping_epsilon(
             self.reference(), mean=self.trials, shape=self.shape, delta=self.delta
         )
@@ -220,6 +241,8 @@ class StudySettings:
             "trials": self.trials,
             "distribution": self.distribution if self.mode == "random-stopping" else None,
             "reference_event": self.reference_event,
+            # absent (None) for c = 1, so ledgers written before dp-hypo still match
+            "density_ratio": self.density_ratio if self.density_ratio != 1 else None,
         }
 
     def check_header(self, header: Mapping[str, Any], *, path: Path | str) -> None:
@@ -453,7 +476,12 @@ class StudyBudget:
             "distribution": s.distribution,
             "mean_trials": s.trials,
             "reference_event": s.reference_event,
-            "theorem": "Papernot & Steinke, ICLR 2022 (RepeatAndSelectDpEvent)",
+            "theorem": "Papernot & Steinke, ICLR 2022 (RepeatAndSelectDpEvent)"
+            if s.density_ratio == 1 else
+            f"Wang, Gao, Zhang, Su & Shen, NeurIPS 2023 (DP-HyPO), proposals within "
+            f"[1/{s.density_ratio:g}, {s.density_ratio:g}] x prior, over Papernot & Steinke's "
+            "RepeatAndSelectDpEvent (raydp_synth.privacy.adaptive_tuning)",
+            **({"density_ratio": s.density_ratio} if s.density_ratio != 1 else {}),
         }
 
     # -- decisions ---------------------------------------------------------------

@@ -39,8 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--distribution", default="poisson",
                         help="random-stopping's trial-count law: poisson | geometric | "
                         "logarithmic | tnb:ETA (default poisson)")
-    parser.add_argument("--sampler", default=None, choices=("tpe", "random"),
-                        help="Optuna sampler (default tpe; random for --selection random-stopping)")
+    parser.add_argument("--sampler", default=None, choices=("tpe", "random", "dp-hypo"),
+                        help="Optuna sampler (default tpe; random for --selection random-stopping; "
+                        "dp-hypo: adaptive within --hypo-c of a fixed prior, random-stopping "
+                        "with a tnb/geometric/logarithmic --distribution only, DP-HyPO pricing)")
+    parser.add_argument("--hypo-c", type=float, default=1.0, metavar="C",
+                        help="dp-hypo: every proposal's density stays within [1/C, C] times the "
+                        "prior's (default 1; C > 1 is refused until its bound is checked against "
+                        "the DP-HyPO paper, docs/budget-pricing.md section 6.2b)")
     parser.add_argument("--search-space", type=Path, default=None,
                         help="YAML search space (default: the method's own, see "
                         "search_spaces/README.md)")
@@ -92,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     run_study(StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
         selection=args.selection, distribution=args.distribution, sampler=sampler,
+        hypo_c=args.hypo_c,
         search_space=args.search_space, settings=parse_settings(args.set),
         max_concurrent=args.max_concurrent,
         workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu,

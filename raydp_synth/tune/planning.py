@@ -90,8 +90,22 @@ def reference_plan(
     mean_trials: float,
     shape: float,
     score_share: float,
+    density_ratio: float = 1.0,
 ) -> PrivacyPlan:
-    """E_ref: the plan of ``config`` whose random-stopping total meets the budget."""
+    """E_ref: the plan of ``config`` whose random-stopping total meets the budget;
+    with a density-ratio bound c > 1 (dp-hypo), DP-HyPO's total
+    (:func:`~raydp_synth.privacy.adaptive_tuning.adaptive_random_stopping_epsilon`)."""
+    if density_ratio != 1:
+        from raydp_synth.privacy.adaptive_tuning import adaptive_random_stopping_epsilon
+
+        def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
+            return adaptive_random_stopping_epsilon(
+                plan.event(), mean=mean_trials, shape=shape, delta=delta,
+                density_ratio=density_ratio, orders=orders)
+
+        plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
+                           score_share=score_share, price=price)
+        return replace(plan, target_epsilon=plan.epsilon())
     return _plan_priced(
         method, config, data, target_epsilon=target_epsilon, delta=delta,
         score_share=score_share,

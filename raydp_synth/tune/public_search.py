@@ -25,6 +25,7 @@ hyperparameters. Utility is only as good as DATASET's resemblance to the sensiti
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +89,8 @@ class PublicSearch:
 
 
 def prepare_public_search(*, spec: str, dataset: str, method: Method, sensitive: DataInfo,
-                          public: str | None, search_space: Any, seed: int) -> PublicSearch:
+                          public: str | None, search_space: Any, seed: int,
+                          settings: Mapping[str, str] | None = None) -> PublicSearch:
     """Load DATASET's public facts (it must load, like the sensitive data in shape
     and classes) and fit the search space to it. ``dataset`` is the sensitive
     dataset's spec (checked against, never loaded here). ``public`` is the method's
@@ -117,7 +119,7 @@ def prepare_public_search(*, spec: str, dataset: str, method: Method, sensitive:
     if len(splits.val) == 0:
         raise DataError(f"--tune-on-public {spec}: its held-out split is empty; declare a "
                         "larger public dataset")
-    space = load_search_space(search_space, method.name, data)
+    space = load_search_space(search_space, method.name, data).with_fixed(settings or {})
     default = method.make_config({**space.fixed, "seed": seed}, data)
     return PublicSearch(dataset=spec, data=data, space=space, default=default)
 

@@ -47,7 +47,7 @@ __all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "first_points", "optuna_
 TRIAL_DRIVER_CPUS = 0.01
 
 SELECTIONS = ("compose", "random-stopping")
-SAMPLERS = ("tpe", "random")
+SAMPLERS = ("tpe", "random", "dp-hypo")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +61,10 @@ class StudyRequest:
         selection: how the search is priced (``compose`` | ``random-stopping``).
         distribution: random-stopping's trial-count law (poisson, geometric,
             logarithmic, tnb:ETA).
-        sampler: Optuna sampler (``tpe`` adaptive, ``random`` non-adaptive).
+        sampler: Optuna sampler (``tpe`` adaptive, ``random`` non-adaptive, ``dp-hypo``
+            adaptive within a density ratio ``hypo_c`` of a fixed prior: random
+            stopping only, priced by DP-HyPO's bound).
+        hypo_c: dp-hypo's density-ratio bound c >= 1 (``--hypo-c``).
         search_space: YAML file (None: the method's packaged default,
             :meth:`~raydp_synth.methods.base.Method.search_space_file`).
         settings: method settings fixed in every trial (``--set KEY=VALUE``): each
@@ -99,6 +102,7 @@ class StudyRequest:
     selection: str = "compose"
     distribution: str = "poisson"
     sampler: str = "tpe"
+    hypo_c: float = 1.0
     search_space: Path | None = None
     settings: dict[str, str] = field(default_factory=dict)
     max_concurrent: int = 1
@@ -121,7 +125,7 @@ class StudyRequest:
 
     def __post_init__(self) -> None:
         from raydp_synth.evaluation.selection import validate_score_settings
-        from raydp_synth.privacy.accounting import validate_budget
+        from raydp_synth.privacy.accounting import parse_distribution, validate_budget
         from raydp_synth.release.bundle import validate_synthetic_samples
 
         validate_synthetic_samples(self.synthetic_samples)
@@ -137,12 +141,24 @@ class StudyRequest:
             raise ConfigError(f"--selection {self.selection!r} must be one of {', '.join(SELECTIONS)}")
         if self.sampler not in SAMPLERS:
             raise ConfigError(f"--sampler {self.sampler!r} must be one of {', '.join(SAMPLERS)}")
-        if self.selection == "random-stopping" and self.sampler != "random":
+        if self.selection == "random-stopping" and self.sampler not in ("random", "dp-hypo"):
             raise ConfigError(
                 f"--selection random-stopping needs i.i.d. trials, but --sampler {self.sampler} "
-                "adapts to earlier scores; use --sampler random, or --selection compose "
-                "(valid for every sampler)"
+                "adapts to earlier scores without a bound; use --sampler random or dp-hypo, or "
+                "--selection compose (valid for every sampler)"
             )
+        if self.sampler == "dp-hypo" and self.selection != "random-stopping":
+            raise ConfigError("--sampler dp-hypo is priced by DP-HyPO's random-stopping bound: "
+                              "add --selection random-stopping (and --distribution geometric)")
+        if not (isinstance(self.hypo_c, (int, float)) and math.isfinite(self.hypo_c) and self.hypo_c >= 1):
+            raise ConfigError(f"--hypo-c {self.hypo_c!r} must be a finite number >= 1 (e.g. 2)")
+        if self.sampler == "dp-hypo":
+            from raydp_synth.privacy.adaptive_tuning import require_checked_bound
+
+            require_checked_bound(float(self.hypo_c))
+        if self.sampler == "dp-hypo" and math.isinf(parse_distribution(self.distribution)):
+            raise ConfigError("--sampler dp-hypo: DP-HyPO's bound needs a truncated negative "
+                              "binomial trial count: --distribution geometric, logarithmic or tnb:ETA")
         if self.max_concurrent < 1 or self.workers_per_trial < 1:
             raise ConfigError("--max-concurrent and --workers-per-trial must be >= 1")
         self.gpus_per_worker()  # validates --gpus-per-trial against the workers, --use-gpu
@@ -158,6 +174,11 @@ class StudyRequest:
                                  selection=self.selection, resume=self.resume)
         if self.name is not None and (not self.name or "/" in self.name or self.name.startswith(".")):
             raise ConfigError(f"--name {self.name!r} must be a plain folder name")
+
+    @property
+    def density_ratio(self) -> float:
+        """The accountant's density-ratio bound c: ``hypo_c`` under dp-hypo, else 1."""
+        return float(self.hypo_c) if self.sampler == "dp-hypo" else 1.0
 
     def gpus_per_worker(self) -> float:
         """The GPUs each Ray Train worker asks for (0: CPUs), before asking Ray."""
@@ -314,7 +335,8 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
     if request.selection == "random-stopping":
         reference = reference_plan(method, default, data, target_epsilon=request.epsilon,
                                    delta=request.delta, mean_trials=float(request.trials),
-                                   shape=shape, score_share=score_share)
+                                   shape=shape, score_share=score_share,
+                                   density_ratio=request.density_ratio)
     public_search = None
     if request.tune_on_public is not None:
         from raydp_synth.tune.public_search import prepare_public_search
@@ -322,7 +344,8 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
         public_search = prepare_public_search(
             spec=request.tune_on_public, dataset=request.dataset, method=method,
             sensitive=data, public=declared,
-            search_space=request.search_space, seed=request.seed)
+            search_space=request.search_space, settings=request.settings,
+            seed=request.seed)
         space = public_search.space  # the space searched (fitted to the public data)
     for note in space.notes:
         print(f"[raydp_synth] search space: {note}")
@@ -361,6 +384,7 @@ def _start_accountant(request: StudyRequest, prepared: _PreparedStudy) -> Any:
         trials=1 if request.tune_on_public is not None else request.trials,  # the final run
         distribution=request.distribution,
         reference_event=event_to_json(reference.event()) if reference is not None else None,
+        density_ratio=request.density_ratio,
     )
     ray.get(accountant.status.remote())  # surfaces a ledger/settings mismatch now
     if not request.resume:
@@ -509,11 +533,14 @@ def optuna_search(request: StudyRequest, space: SearchSpace, default: Any) -> An
     Optuna's RandomSampler seeds a NumPy ``RandomState``, whose int seed must be
     below 2**32, and 32 bits could be searched exhaustively (replay every seed,
     look for the released configuration); a word list seeds its whole state
-    (``init_by_array``).
+    (``init_by_array``). ``dp-hypo`` gets the same secret seed: it draws its
+    candidate set (the prior DP-HyPO's bound is relative to) and every trial's
+    configuration from it.
     """
     from ray.tune.search.optuna import OptunaSearch
 
     from raydp_synth.tune.search_space import make_sampler
+    from raydp_synth.tune.search_space.dp_hypo import space_distributions
 
     # TPE's default of 10 random start-up trials would make a small study a random search.
     startup = min(10, max(2, request.trials // 3)) if request.sampler == "tpe" else None
@@ -523,6 +550,9 @@ def optuna_search(request: StudyRequest, space: SearchSpace, default: Any) -> An
         request.seed if request.selection == "compose"
         else [secrets.randbits(32) for _ in range(4)],
         n_startup_trials=startup,
+        density_ratio=request.hypo_c,
+        distributions=space_distributions(space.define_by_run)
+        if request.sampler == "dp-hypo" else None,
     )
     return OptunaSearch(space=space.define_by_run, metric="score", mode="max",
                         sampler=sampler, points_to_evaluate=first_points(request, space, default))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import cast
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import optuna
 
@@ -11,13 +11,20 @@ from raydp_synth.errors import ConfigError
 
 __all__ = ["SAMPLER_KINDS", "is_adaptive", "make_sampler"]
 
-SAMPLER_KINDS = ("tpe", "random")
+SAMPLER_KINDS = ("tpe", "random", "dp-hypo")
 
 
 def make_sampler(
-    kind: str, seed: int | Sequence[int], *, n_startup_trials: int | None = None
+    kind: str,
+    seed: int | Sequence[int],
+    *,
+    n_startup_trials: int | None = None,
+    density_ratio: float = 2.0,
+    distributions: Mapping[str, Any] | None = None,
 ) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler of a study: ``"tpe"`` (adaptive) or ``"random"``.
+    """The Optuna sampler of a study: ``"tpe"`` (adaptive), ``"random"`` or
+    ``"dp-hypo"`` (adaptive within a factor ``density_ratio`` of a fixed prior:
+    :mod:`raydp_synth.tune.search_space.dp_hypo`).
 
     Args:
         kind: one of :data:`SAMPLER_KINDS`.
@@ -28,6 +35,9 @@ def make_sampler(
             builds the study's sampler and states why).
         n_startup_trials: TPE only: random trials before TPE starts modelling (Optuna's
             default is 10, so a study of 10 trials or fewer is a random search).
+        density_ratio: dp-hypo only: c >= 1 (``--hypo-c``).
+        distributions: dp-hypo only: the space's Optuna distributions by name
+            (:func:`~raydp_synth.tune.search_space.dp_hypo.space_distributions`).
 
     Raises:
         ConfigError: unknown kind.
@@ -41,6 +51,12 @@ def make_sampler(
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup_trials)
     if kind == "random":
         return optuna.samplers.RandomSampler(seed=seed)
+    if kind == "dp-hypo":
+        from raydp_synth.tune.search_space.dp_hypo import DPHyPOSampler
+
+        if distributions is None:
+            raise ConfigError("the dp-hypo sampler needs the search space's distributions")
+        return DPHyPOSampler(distributions, density_ratio=density_ratio, seed=seed)
     raise ConfigError(f"unknown sampler {kind!r}; choose one of {', '.join(SAMPLER_KINDS)}")
 
 
@@ -48,11 +64,12 @@ def is_adaptive(kind: str) -> bool:
     """Whether the sampler's next trial depends on earlier results.
 
     Random stopping (Papernot and Steinke 2022) needs a non-adaptive sampler
-    (i.i.d. trials): ``random`` is not adaptive, ``tpe`` is.
+    (i.i.d. trials): ``random`` is not adaptive, ``tpe`` and ``dp-hypo`` are
+    (``dp-hypo`` within a bounded density ratio, which DP-HyPO's bound prices).
 
     Raises:
         ConfigError: unknown kind.
     """
     if kind not in SAMPLER_KINDS:
         raise ConfigError(f"unknown sampler {kind!r}; choose one of {', '.join(SAMPLER_KINDS)}")
-    return kind == "tpe"
+    return kind in ("tpe", "dp-hypo")
