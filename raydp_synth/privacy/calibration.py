@@ -11,9 +11,11 @@ Two entry points:
   ``epsilon``. RDP composition is tighter than adding epsilons, so t >= 1: the
   split states relative weights, and the whole budget is used.
 
-Calibration prices events on :data:`~raydp_synth.privacy.accounting.CALIBRATION_ORDERS`
-(an upper bound of the default-grid epsilon); the returned plan is checked on the
-default grid.
+Each mechanism's noise is calibrated by RDP on
+:data:`~raydp_synth.privacy.accounting.CALIBRATION_ORDERS`; the composed plan is
+searched first by RDP, then (where it is tighter) by the stated pricing of
+:mod:`raydp_synth.privacy.pricing`, the smaller of RDP's and PLD's epsilon, and the
+returned plan is checked on that stated pricing.
 """
 
 from __future__ import annotations
@@ -23,12 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.privacy.accounting import (
-    CALIBRATION_ORDERS,
-    epsilon_of,
-    subsampled_gaussian_epsilon,
-)
+from raydp_synth.privacy import pricing as pricing_module
+from raydp_synth.privacy.accounting import subsampled_gaussian_epsilon
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
+from raydp_synth.privacy.pricing import SEARCH, SEARCH_RDP, STATED, Pricing
 from raydp_synth.privacy.sampling import batch_sample_rate
 
 __all__ = ["MechanismSpec", "calibrate_noise_multiplier", "calibrate_plan"]
@@ -139,7 +139,43 @@ def _calibrate_one(
     )
 
 
-PlanPrice = Callable[[PrivacyPlan, "Sequence[float] | None"], float]
+PlanPrice = Callable[[PrivacyPlan, Pricing], float]
+
+
+def _largest_feasible_scale(
+    plan_at: Callable[[float], tuple[PrivacyPlan, float]],
+    *,
+    lo: float,
+    best: PrivacyPlan,
+    eps_lo: float,
+    hi: float,
+    eps_hi: float,
+    target_epsilon: float,
+    rtol: float,
+) -> tuple[PrivacyPlan, float, float]:
+    """Illinois (bracketed secant) on log(scale) between a feasible ``lo`` and an
+    infeasible ``hi``; returns the best feasible plan, its scale and its price."""
+    f_lo, f_hi = eps_lo - target_epsilon, eps_hi - target_epsilon
+    side = 0
+    for _ in range(40):
+        if f_hi <= 0 or -f_lo <= rtol * target_epsilon or hi / lo <= 1 + rtol:
+            break
+        u_lo, u_hi = math.log(lo), math.log(hi)
+        if math.isfinite(f_hi):
+            mid = math.exp(u_lo - f_lo * (u_hi - u_lo) / (f_hi - f_lo))
+        else:  # an unbounded price at the upper end: bisect
+            mid = math.sqrt(lo * hi)
+        mid = min(max(mid, lo * (1 + rtol / 4)), hi / (1 + rtol / 4))
+        candidate, eps_mid = plan_at(mid)
+        if eps_mid <= target_epsilon:
+            lo, f_lo, best = mid, eps_mid - target_epsilon, candidate
+            f_hi = f_hi / 2 if side == -1 else f_hi
+            side = -1
+        else:
+            hi, f_hi = mid, eps_mid - target_epsilon
+            f_lo = f_lo / 2 if side == 1 else f_lo
+            side = 1
+    return best, lo, f_lo + target_epsilon
 
 
 def calibrate_plan(
@@ -152,18 +188,30 @@ def calibrate_plan(
 ) -> PrivacyPlan:
     """Calibrate every mechanism so that the composed plan is (target_epsilon, delta)-DP.
 
+    Two searches over the budget scale, then one check:
+
+    1. RDP only (:data:`~raydp_synth.privacy.pricing.SEARCH_RDP`): cheap, and its
+       plan is feasible under every pricing (the stated epsilon is at most RDP's
+       on the full grid, which is at most RDP's on the calibration orders).
+    2. Where PLD is tighter (:data:`~raydp_synth.privacy.pricing.SEARCH`: the
+       calibration orders and a coarse PLD), a short search upwards from the RDP
+       scale uses the slack; skipped when PLD cannot help (e.g. random stopping).
+    3. The result is checked on :data:`~raydp_synth.privacy.pricing.STATED`, the
+       pricing of every statement; a refined plan that misses it there falls
+       back to the RDP plan. So the calibrated epsilon never exceeds the target.
+
     Args:
         specs: the mechanisms and their relative budget weights.
         target_epsilon, delta: the target.
         rtol: relative precision of the budget use.
         price: what must stay <= ``target_epsilon``, as a function of a candidate plan and
-            of RDP orders (None: dp-accounting's default grid, used for the final
-            check). Default: the plan's own epsilon. A tuner passes e.g. the epsilon
-            of the study's granted plans composed with copies of this one. It must
-            be non-decreasing in the budget scale (true of every epsilon).
+            of a :class:`~raydp_synth.privacy.pricing.Pricing`. Default: the plan's own
+            epsilon. A tuner passes e.g. the epsilon of the study's granted plans
+            composed with copies of this one. It must be non-decreasing in the
+            budget scale (true of every epsilon).
 
     Returns:
-        A plan with ``price(plan, None) <= target_epsilon``, using at least ``1 - rtol`` of
+        A plan with ``price(plan, STATED) <= target_epsilon``, using at least ``1 - rtol`` of
         the budget when the split allows it.
 
     Raises:
@@ -174,19 +222,19 @@ def calibrate_plan(
     if not specs:
         raise ConfigError("a privacy plan needs at least one mechanism")
     if price is None:
-        def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
-            return epsilon_of(plan.event(), delta=delta, orders=orders)
+        def price(plan: PrivacyPlan, pricing: Pricing) -> float:
+            return pricing_module.epsilon(plan.event(), delta=delta, pricing=pricing)
     total_share = sum(s.share for s in specs)
     guesses = [1.0] * len(specs)
 
-    def plan_at(scale: float) -> tuple[PrivacyPlan, float]:
+    def plan_at(scale: float, pricing: Pricing = SEARCH_RDP) -> tuple[PrivacyPlan, float]:
         mechanisms = tuple(
             _calibrate_one(s, scale * s.share / total_share * target_epsilon, delta, rtol / 4, g)
             for s, g in zip(specs, guesses, strict=True)
         )
         guesses[:] = [m.noise_multiplier for m in mechanisms]
         plan = PrivacyPlan(mechanisms=mechanisms, delta=delta, target_epsilon=target_epsilon)
-        value = price(plan, CALIBRATION_ORDERS)
+        value = price(plan, pricing)
         return plan, value if not math.isnan(value) else math.inf  # NaN: infeasible
 
     # Bracket the largest feasible scale: f(lo) <= 0 < f(hi). With the default
@@ -208,27 +256,29 @@ def calibrate_plan(
             lo, best, eps_lo = hi, plan_hi, eps_hi
             hi = hi * 4
             plan_hi, eps_hi = plan_at(hi)
-    # Illinois (bracketed secant) on log(scale).
-    f_lo, f_hi = eps_lo - target_epsilon, eps_hi - target_epsilon
-    side = 0
-    for _ in range(40):
-        if f_hi <= 0 or -f_lo <= rtol * target_epsilon or hi / lo <= 1 + rtol:
-            break
-        u_lo, u_hi = math.log(lo), math.log(hi)
-        if math.isfinite(f_hi):
-            mid = math.exp(u_lo - f_lo * (u_hi - u_lo) / (f_hi - f_lo))
-        else:  # an unbounded price at the upper end: bisect
-            mid = math.sqrt(lo * hi)
-        mid = min(max(mid, lo * (1 + rtol / 4)), hi / (1 + rtol / 4))
-        candidate, eps_mid = plan_at(mid)
-        if eps_mid <= target_epsilon:
-            lo, f_lo, best = mid, eps_mid - target_epsilon, candidate
-            f_hi = f_hi / 2 if side == -1 else f_hi
-            side = -1
-        else:
-            hi, f_hi = mid, eps_mid - target_epsilon
-            f_lo = f_lo / 2 if side == 1 else f_lo
-            side = 1
-    if price(best, None) > target_epsilon:  # the stated (default-grid) value: never trust
+    rdp_best, scale, eps_rdp = _largest_feasible_scale(
+        plan_at, lo=lo, best=best, eps_lo=eps_lo, hi=hi, eps_hi=eps_hi,
+        target_epsilon=target_epsilon, rtol=rtol)
+    best = rdp_best
+
+    # PLD refinement: only where the tighter pricing leaves slack worth a search.
+    eps_search = price(rdp_best, SEARCH)
+    eps_search = math.inf if math.isnan(eps_search) else eps_search
+    if eps_search < min(eps_rdp, target_epsilon) * (1 - rtol):
+        def search_at(s: float) -> tuple[PrivacyPlan, float]:
+            return plan_at(s, SEARCH)
+
+        lo, eps_lo, hi = scale, eps_search, scale * target_epsilon / eps_search * 1.02
+        plan_hi, eps_hi = search_at(hi)
+        while eps_hi <= target_epsilon and hi < 1e6:
+            lo, best, eps_lo = hi, plan_hi, eps_hi
+            hi = hi * 1.25
+            plan_hi, eps_hi = search_at(hi)
+        best, _, _ = _largest_feasible_scale(
+            search_at, lo=lo, best=best, eps_lo=eps_lo, hi=hi, eps_hi=eps_hi,
+            target_epsilon=target_epsilon, rtol=rtol)
+        if best is not rdp_best and not price(best, STATED) <= target_epsilon:
+            best = rdp_best  # the coarse search was optimistic here: keep the RDP plan
+    if not price(best, STATED) <= target_epsilon:  # the stated value: never trust
         raise ConfigError(f"calibration overshot epsilon={target_epsilon:g}; this is a bug")
     return best
