@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy import pricing as pricing_module
 from raydp_synth.privacy.accounting import subsampled_gaussian_epsilon
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
-from raydp_synth.privacy.pricing import SEARCH, SEARCH_RDP, STATED, Pricing
+from raydp_synth.privacy.pricing import SEARCH_PLD, SEARCH_RDP, STATED, Pricing
 from raydp_synth.privacy.sampling import batch_sample_rate
 
 __all__ = ["MechanismSpec", "calibrate_noise_multiplier", "calibrate_plan"]
@@ -141,6 +141,14 @@ def _calibrate_one(
 
 PlanPrice = Callable[[PrivacyPlan, Pricing], float]
 
+#: The RDP search's precision when a PLD refinement follows (it sets the final one).
+_RDP_RTOL_BEFORE_PLD = 0.03
+
+
+def _finite(value: float) -> float:
+    """NaN as inf: a price that is not a number is infeasible."""
+    return math.inf if math.isnan(value) else value
+
 
 def _largest_feasible_scale(
     plan_at: Callable[[float], tuple[PrivacyPlan, float]],
@@ -193,9 +201,10 @@ def calibrate_plan(
     1. RDP only (:data:`~raydp_synth.privacy.pricing.SEARCH_RDP`): cheap, and its
        plan is feasible under every pricing (the stated epsilon is at most RDP's
        on the full grid, which is at most RDP's on the calibration orders).
-    2. Where PLD is tighter (:data:`~raydp_synth.privacy.pricing.SEARCH`: the
-       calibration orders and a coarse PLD), a short search upwards from the RDP
-       scale uses the slack; skipped when PLD cannot help (e.g. random stopping).
+    2. Where PLD is tighter (:data:`~raydp_synth.privacy.pricing.SEARCH_PLD`, a
+       coarse PLD), a short search for one common factor that divides every noise
+       multiplier of the RDP plan uses the slack (no per-mechanism recalibration);
+       skipped when PLD cannot help (e.g. random stopping, a dominance ratio).
     3. The result is checked on :data:`~raydp_synth.privacy.pricing.STATED`, the
        pricing of every statement; a refined plan that misses it there falls
        back to the RDP plan. So the calibrated epsilon never exceeds the target.
@@ -241,6 +250,10 @@ def calibrate_plan(
     # price, scale 1 is feasible (composition never exceeds the sum of the shares)
     # and scale len(specs) is the first upper end tried.
     lo, (best, eps_lo) = 1.0, plan_at(1.0)
+    # Where PLD is tighter, the RDP search only needs to land near the target: the
+    # PLD refinement below sets the final precision (fewer RDP recalibrations).
+    pld_helps = _finite(price(best, SEARCH_PLD)) < eps_lo * (1 - rtol)
+    rtol_rdp = max(rtol, _RDP_RTOL_BEFORE_PLD) if pld_helps else rtol
     if eps_lo > target_epsilon:
         hi, eps_hi = lo, eps_lo
         while eps_lo > target_epsilon:
@@ -256,29 +269,34 @@ def calibrate_plan(
             lo, best, eps_lo = hi, plan_hi, eps_hi
             hi = hi * 4
             plan_hi, eps_hi = plan_at(hi)
-    rdp_best, scale, eps_rdp = _largest_feasible_scale(
+    rdp_best, _, eps_rdp = _largest_feasible_scale(
         plan_at, lo=lo, best=best, eps_lo=eps_lo, hi=hi, eps_hi=eps_hi,
-        target_epsilon=target_epsilon, rtol=rtol)
+        target_epsilon=target_epsilon, rtol=rtol_rdp)
     best = rdp_best
 
-    # PLD refinement: only where the tighter pricing leaves slack worth a search.
-    eps_search = price(rdp_best, SEARCH)
-    eps_search = math.inf if math.isnan(eps_search) else eps_search
-    if eps_search < min(eps_rdp, target_epsilon) * (1 - rtol):
-        def search_at(s: float) -> tuple[PrivacyPlan, float]:
-            return plan_at(s, SEARCH)
+    # PLD refinement, only where PLD leaves slack worth a search: one common factor
+    # c >= 1 divides every noise multiplier of the RDP plan (the split's relative
+    # noise stays), priced by PLD alone (RDP's bound is above the target there).
+    eps_pld = _finite(price(rdp_best, SEARCH_PLD))
+    if pld_helps and eps_pld < min(eps_rdp, target_epsilon) * (1 - rtol):
+        def less_noise(c: float) -> tuple[PrivacyPlan, float]:
+            plan = replace(rdp_best, mechanisms=tuple(
+                replace(m, noise_multiplier=m.noise_multiplier / c) for m in rdp_best.mechanisms))
+            return plan, _finite(price(plan, SEARCH_PLD))
 
-        lo, eps_lo, hi = scale, eps_search, scale * target_epsilon / eps_search * 1.02
-        plan_hi, eps_hi = search_at(hi)
+        lo, eps_lo, hi = 1.0, eps_pld, target_epsilon / eps_pld * 1.02
+        plan_hi, eps_hi = less_noise(hi)
         while eps_hi <= target_epsilon and hi < 1e6:
             lo, best, eps_lo = hi, plan_hi, eps_hi
             hi = hi * 1.25
-            plan_hi, eps_hi = search_at(hi)
+            plan_hi, eps_hi = less_noise(hi)
         best, _, _ = _largest_feasible_scale(
-            search_at, lo=lo, best=best, eps_lo=eps_lo, hi=hi, eps_hi=eps_hi,
+            less_noise, lo=lo, best=best, eps_lo=eps_lo, hi=hi, eps_hi=eps_hi,
             target_epsilon=target_epsilon, rtol=rtol)
-        if best is not rdp_best and not price(best, STATED) <= target_epsilon:
-            best = rdp_best  # the coarse search was optimistic here: keep the RDP plan
-    if not price(best, STATED) <= target_epsilon:  # the stated value: never trust
+    stated = price(best, STATED)  # the stated value: never trust a search
+    if best is not rdp_best and not stated <= target_epsilon:
+        best = rdp_best  # the coarse search was optimistic here: keep the RDP plan
+        stated = price(best, STATED)
+    if not stated <= target_epsilon:
         raise ConfigError(f"calibration overshot epsilon={target_epsilon:g}; this is a bug")
     return best

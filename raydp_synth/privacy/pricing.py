@@ -56,6 +56,7 @@ __all__ = [
     "PLD_INTERVAL",
     "REPORT",
     "SEARCH",
+    "SEARCH_PLD",
     "SEARCH_RDP",
     "STATED",
     "Composition",
@@ -85,10 +86,12 @@ class Pricing:
         orders: RDP orders; None for :data:`~raydp_synth.privacy.accounting.ORDERS`.
             A subset gives a larger (still valid) epsilon.
         pld_interval: PLD value discretization interval; None for RDP only.
+        rdp: False for PLD only (a search that knows RDP's bound is above the target).
     """
 
     orders: tuple[float, ...] | None
     pld_interval: float | None
+    rdp: bool = True
 
     @property
     def pld_accountant(self) -> str:
@@ -104,10 +107,12 @@ class Pricing:
 
 #: Every stated epsilon: the statement, the ledger, the accountant's decisions.
 STATED = Pricing(orders=None, pld_interval=PLD_INTERVAL)
-#: Calibration search (its result is checked on :data:`STATED`).
+#: Both accountants, coarse: a cheap upper bound (its uses are checked on :data:`STATED`).
 SEARCH = Pricing(orders=CALIBRATION_ORDERS, pld_interval=SEARCH_PLD_INTERVAL)
 #: Calibration's first, RDP-only search.
 SEARCH_RDP = Pricing(orders=CALIBRATION_ORDERS, pld_interval=None)
+#: Calibration's second, PLD-only search (below RDP's calibrated noise, RDP misses the target).
+SEARCH_PLD = Pricing(orders=None, pld_interval=SEARCH_PLD_INTERVAL, rdp=False)
 #: A run's ``epsilon_spent`` before its loop's last release (an upper bound of STATED's).
 REPORT = SEARCH
 
@@ -246,7 +251,7 @@ def price(event: dpa.DpEvent, *, delta: float, pricing: Pricing | None = None) -
         dp_accounting.UnsupportedEventError: an event RDP cannot price.
     """
     pricing = STATED if pricing is None else pricing
-    rdp = accounting.epsilon_of(event, delta=delta, orders=pricing.orders)
+    rdp = accounting.epsilon_of(event, delta=delta, orders=pricing.orders) if pricing.rdp else math.inf
     pld = None if pricing.pld_interval is None else _pld_epsilon(event, delta, pricing.pld_interval)
     return Price(rdp=rdp, pld=pld, pricing=pricing)
 
