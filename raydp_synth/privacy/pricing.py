@@ -194,7 +194,7 @@ def _leaves(event: dpa.DpEvent, count: int = 1) -> list[Leaf] | None:
     return None
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=32)
 def _step_pld(sigma: float, q: float, interval: float) -> Any:
     """One release of a Poisson-subsampled Gaussian, as ``PLDAccountant`` builds it."""
     return pld_module.from_gaussian_mechanism(
@@ -202,7 +202,7 @@ def _step_pld(sigma: float, q: float, interval: float) -> Any:
         neighboring_relation=_RELATION, pessimistic_estimate=True)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=32)
 def _leaf_pld(leaf: Leaf, interval: float) -> Any:
     sigma, q, count = leaf
     if q is None:  # PLDAccountant: count Gaussians are one Gaussian of sigma/sqrt(count)
@@ -212,7 +212,7 @@ def _leaf_pld(leaf: Leaf, interval: float) -> Any:
     return _step_pld(sigma, q, interval).self_compose(count)
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=32)
 def _fold(leaves: tuple[Leaf, ...], interval: float) -> Any:
     """The composition of ``leaves``, left to right from the identity (as ``PLDAccountant``)."""
     if not leaves:
