@@ -269,7 +269,7 @@ def calibrate_plan(
             lo, best, eps_lo = hi, plan_hi, eps_hi
             hi = hi * 4
             plan_hi, eps_hi = plan_at(hi)
-    rdp_best, _, eps_rdp = _largest_feasible_scale(
+    rdp_best, _, _ = _largest_feasible_scale(
         plan_at, lo=lo, best=best, eps_lo=eps_lo, hi=hi, eps_hi=eps_hi,
         target_epsilon=target_epsilon, rtol=rtol_rdp)
     best = rdp_best
@@ -278,7 +278,7 @@ def calibrate_plan(
     # c >= 1 divides every noise multiplier of the RDP plan (the split's relative
     # noise stays), priced by PLD alone (RDP's bound is above the target there).
     eps_pld = _finite(price(rdp_best, SEARCH_PLD))
-    if pld_helps and eps_pld < min(eps_rdp, target_epsilon) * (1 - rtol):
+    if pld_helps and eps_pld < target_epsilon * (1 - rtol):
         def less_noise(c: float) -> tuple[PrivacyPlan, float]:
             plan = replace(rdp_best, mechanisms=tuple(
                 replace(m, noise_multiplier=m.noise_multiplier / c) for m in rdp_best.mechanisms))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import dp_accounting as dpa
+import pytest
 
 from raydp_synth.accountant.core import REASON_BUDGET, StudyBudget, StudySettings, new_study_header
 from raydp_synth.privacy import pricing
@@ -39,6 +40,7 @@ def _ask(budget: StudyBudget, trial_id: str, event: dpa.DpEvent):
     return decision
 
 
+@pytest.mark.slow  # three calibrations (~5-8 s)
 def test_plans_calibrated_by_trials_are_granted_and_use_the_budget():
     total, trials = 4.0, 3
     budget, granted = _budget(total, trials), []
