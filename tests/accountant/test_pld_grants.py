@@ -10,7 +10,7 @@ import pytest
 
 from raydp_synth.accountant.core import REASON_BUDGET, StudyBudget, StudySettings, new_study_header
 from raydp_synth.privacy import pricing
-from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.accounting import epsilon_of, random_stopping_event
 from raydp_synth.privacy.calibration import MechanismSpec, calibrate_plan
 from raydp_synth.privacy.events import event_to_json, subsampled_gaussian_event
 from raydp_synth.tune.planning import plan_for_compose
@@ -69,3 +69,15 @@ def test_refuses_a_plan_over_the_total_under_the_stated_pricing():
     assert _ask(budget, "t0", run).granted
     assert not _ask(budget, "t1", run).granted  # the second copy does not
     assert budget.spent_epsilon() == stated
+
+
+def test_random_stopping_is_stated_by_rdp_alone():
+    """Random stopping's theorem is an RDP theorem, and PLD cannot price RepeatAndSelect."""
+    reference = subsampled_gaussian_event(noise_multiplier=1.0, sample_rate=0.02, num_steps=200)
+    expected = epsilon_of(random_stopping_event(reference, 2.0, 1.0), delta=DELTA)
+    settings = StudySettings(epsilon=2 * expected, delta=DELTA, mode="random-stopping", trials=2,
+                             distribution="geometric", reference_event=event_to_json(reference))
+    statement = StudyBudget(settings, new_study_header(settings, name="test")).statement()
+    assert statement["epsilon"] == expected
+    assert statement["accountant"] == pricing.RDP_ACCOUNTANT
+    assert statement["pricing"]["epsilon_pld"] is None
