@@ -271,9 +271,10 @@ class Composition:
     against the granted prefix and the accountant compute the same number.
     """
 
-    __slots__ = ("_events", "_leaves", "_rdp")
+    __slots__ = ("_events", "_leaves", "_prices", "_rdp")
 
     def __init__(self) -> None:
+        self._prices: dict[tuple[float, Pricing], Price] = {}
         self._rdp = accounting.Composition()
         self._events: tuple[dpa.DpEvent, ...] = ()
         self._leaves: tuple[Leaf, ...] | None = ()
@@ -286,6 +287,7 @@ class Composition:
             ValueError, TypeError: a malformed event (dp-accounting's checks).
         """
         composed = Composition.__new__(Composition)
+        composed._prices = {}
         composed._rdp = self._rdp.plus(event)
         composed._events = (*self._events, event)
         leaves = _leaves(event) if self._leaves is not None else None
@@ -296,12 +298,16 @@ class Composition:
     def price(self, delta: float) -> Price:
         """What :func:`price` gives for ``ComposedDpEvent`` of the events, on :data:`STATED`."""
         stated = STATED
+        known = self._prices.get((delta, stated))
+        if known is not None:  # immutable: priced once per delta
+            return known
         rdp = self._rdp.epsilon(delta)
         pld = None
         if stated.pld_interval is not None:
             pld = _pld_epsilon(dp_event.ComposedDpEvent(list(self._events)), delta,
                                stated.pld_interval, self._leaves)
-        return Price(rdp=rdp, pld=pld, pricing=stated)
+        self._prices[(delta, stated)] = Price(rdp=rdp, pld=pld, pricing=stated)
+        return self._prices[(delta, stated)]
 
     def epsilon(self, delta: float) -> float:
         """Stated epsilon at ``delta`` of everything composed (0 for nothing)."""
