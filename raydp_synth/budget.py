@@ -54,13 +54,13 @@ def _plan_epsilon(entry: dict[str, Any], delta: float) -> str:
     refused plan that RDP cannot price)."""
     import dp_accounting as dpa
 
-    from raydp_synth.privacy.accounting import epsilon_of
     from raydp_synth.privacy.events import event_from_json
+    from raydp_synth.privacy.pricing import epsilon
 
     if "event" not in entry:
         return ""
     try:
-        return f"{epsilon_of(event_from_json(entry['event']), delta=delta):.4f}"
+        return f"{epsilon(event_from_json(entry['event']), delta=delta):.4f}"
     except (ConfigError, KeyError, TypeError, ValueError, ArithmeticError,
             dpa.UnsupportedEventError):
         return "unpriced"

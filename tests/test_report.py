@@ -19,9 +19,9 @@ import pytest
 
 from raydp_synth.cli import run_cli
 from raydp_synth.errors import ConfigError
-from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.events import event_from_json
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
+from raydp_synth.privacy.pricing import epsilon as stated_epsilon
 from raydp_synth.release import privacy_statement
 from raydp_synth.report import (
     BEGIN_MARKER,
@@ -134,7 +134,7 @@ def test_a_compose_study_states_the_total_its_ledger_charged(tmp_path, plans) ->
     row = read_row(study_dir)
     assert row.kind == "study"
     assert row.epsilon == pytest.approx(study.budget.spent_epsilon(), rel=1e-12)
-    one_trial = epsilon_of(event_from_json(_plan(2.0, 0.05, 100)), delta=1e-5)
+    one_trial = stated_epsilon(event_from_json(_plan(2.0, 0.05, 100)), delta=1e-5)
     assert row.epsilon > 1.2 * one_trial  # the search, not the released trial alone
     assert row.counts == "whole search (compose, 3 trials)"
     assert row.cas["logreg"] == 0.81

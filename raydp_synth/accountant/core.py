@@ -12,12 +12,14 @@ from :mod:`raydp_synth.privacy.accounting`.
 Privacy argument, by mode:
 
 * ``compose``: the study's output is the adaptive composition of every granted
-  plan; RDP composes additively at every order, also when a later plan is chosen
-  from earlier DP outputs (Mironov, 2017, "Renyi Differential Privacy",
-  Proposition 1). A plan is granted only if the composition of all grants plus this
-  plan is within the budget, so the stated total never exceeds the budget.
-  Composition only grows (RDP is non-negative), so a refused plan could not have fit
-  later either.
+  plan, priced by :mod:`raydp_synth.privacy.pricing`: the smaller of RDP's epsilon
+  (RDP composes additively at every order, also when a later plan is chosen from
+  earlier DP outputs: Mironov, 2017, "Renyi Differential Privacy", Proposition 1) and
+  PLD's (the PLD composition of all grants, pessimistic estimates; PLD composition is
+  adaptive too). Both are upper bounds, so their minimum is. A plan is granted only if
+  the composition of all grants plus this plan is within the budget, so the stated
+  total never exceeds the budget. Composition only grows, so a refused plan could
+  not have fit later either.
 * ``random-stopping``: Papernot & Steinke, 2022, "Hyperparameter Tuning with Renyi
   Differential Privacy", Theorems 2 and 6. The number of trials K is drawn once,
   from OS entropy, when the study's header is written (:func:`new_study_header`),
@@ -61,7 +63,6 @@ import numpy as np
 from raydp_synth.accountant.ledger import Ledger
 from raydp_synth.errors import ConfigError, PrivacyInvariantError
 from raydp_synth.privacy.accounting import (
-    Composition,
     dominates,
     draw_trial_count,
     parse_distribution,
@@ -73,6 +74,7 @@ from raydp_synth.privacy.adaptive_tuning import (
     validate_density_ratio,
 )
 from raydp_synth.privacy.events import event_from_json, event_to_json
+from raydp_synth.privacy.pricing import Composition, Price, rdp_only_price
 
 __all__ = [
     "LEDGER_FORMAT",
@@ -427,11 +429,17 @@ class StudyBudget:
             )
         self._recorded += 1
 
+    def spent_price(self) -> Price | None:
+        """The study's epsilon so far by each accountant (None: nothing granted in
+        compose mode). random-stopping: RDP alone (the theorem is an RDP theorem)."""
+        if self._random_stopping_epsilon is not None:
+            return rdp_only_price(self._random_stopping_epsilon)
+        return self._composition.price(self.settings.delta) if self._grants else None
+
     def spent_epsilon(self) -> float:
         """The study's epsilon so far, as :meth:`statement` states it."""
-        if self._random_stopping_epsilon is not None:
-            return self._random_stopping_epsilon
-        return self._composition.epsilon(self.settings.delta) if self._grants else 0.0
+        spent = self.spent_price()
+        return 0.0 if spent is None else spent.epsilon
 
     def remaining_epsilon(self) -> float:
         return max(0.0, self.settings.epsilon - self.spent_epsilon())
@@ -452,19 +460,24 @@ class StudyBudget:
     def statement(self) -> dict[str, Any]:
         """The guarantee of the whole study, priced from the grants by dp-accounting.
 
-        compose: the RDP composition of every grant. random-stopping: the epsilon of
-        ``RepeatAndSelectDpEvent(E_ref, mean=trials, shape)``; never K itself, nor
-        the number of trials run (which is K once the study is finished).
+        compose: the composition of every grant, the smaller of RDP's and PLD's
+        epsilon (``accountant`` names the one stated, ``pricing`` gives both).
+        random-stopping: RDP's epsilon of ``RepeatAndSelectDpEvent(E_ref, mean=trials,
+        shape)``; never K itself, nor the number of trials run (which is K once the
+        study is finished).
         """
         s = self.settings
+        spent = self.spent_price()
         common = {
             "mode": s.mode,
-            "epsilon": self.spent_epsilon(),
+            "epsilon": 0.0 if spent is None else spent.epsilon,
             "delta": s.delta,
             "budget_epsilon": s.epsilon,
-            "accountant": "dp_accounting.rdp.RdpAccountant (add-or-remove-one, default orders)",
+            "accountant": "none: nothing is granted yet" if spent is None else spent.accountant,
             "dp_accounting": version("dp-accounting"),
         }
+        if spent is not None:
+            common["pricing"] = spent.to_dict()
         if s.mode == "compose":
             return {
                 **common,

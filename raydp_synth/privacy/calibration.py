@@ -11,24 +11,24 @@ Two entry points:
   ``epsilon``. RDP composition is tighter than adding epsilons, so t >= 1: the
   split states relative weights, and the whole budget is used.
 
-Calibration prices events on :data:`~raydp_synth.privacy.accounting.CALIBRATION_ORDERS`
-(an upper bound of the default-grid epsilon); the returned plan is checked on the
-default grid.
+Each mechanism's noise is calibrated by RDP on
+:data:`~raydp_synth.privacy.accounting.CALIBRATION_ORDERS`; the composed plan is
+searched first by RDP, then (where it is tighter) by the stated pricing of
+:mod:`raydp_synth.privacy.pricing`, the smaller of RDP's and PLD's epsilon, and the
+returned plan is checked on that stated pricing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.privacy.accounting import (
-    CALIBRATION_ORDERS,
-    epsilon_of,
-    subsampled_gaussian_epsilon,
-)
+from raydp_synth.privacy import pricing as pricing_module
+from raydp_synth.privacy.accounting import subsampled_gaussian_epsilon
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
+from raydp_synth.privacy.pricing import SEARCH_PLD, SEARCH_RDP, STATED, Pricing
 from raydp_synth.privacy.sampling import batch_sample_rate
 
 __all__ = ["MechanismSpec", "calibrate_noise_multiplier", "calibrate_plan"]
@@ -139,76 +139,30 @@ def _calibrate_one(
     )
 
 
-PlanPrice = Callable[[PrivacyPlan, "Sequence[float] | None"], float]
+PlanPrice = Callable[[PrivacyPlan, Pricing], float]
+
+#: The RDP search's precision when a PLD refinement follows (it sets the final one).
+_RDP_RTOL_BEFORE_PLD = 0.03
 
 
-def calibrate_plan(
-    specs: Sequence[MechanismSpec],
+def _finite(value: float) -> float:
+    """NaN as inf: a price that is not a number is infeasible."""
+    return math.inf if math.isnan(value) else value
+
+
+def _largest_feasible_scale(
+    plan_at: Callable[[float], tuple[PrivacyPlan, float]],
     *,
+    lo: float,
+    best: PrivacyPlan,
+    eps_lo: float,
+    hi: float,
+    eps_hi: float,
     target_epsilon: float,
-    delta: float,
-    rtol: float = 2e-3,
-    price: PlanPrice | None = None,
-) -> PrivacyPlan:
-    """Calibrate every mechanism so that the composed plan is (target_epsilon, delta)-DP.
-
-    Args:
-        specs: the mechanisms and their relative budget weights.
-        target_epsilon, delta: the target.
-        rtol: relative precision of the budget use.
-        price: what must stay <= ``target_epsilon``, as a function of a candidate plan and
-            of RDP orders (None: dp-accounting's default grid, used for the final
-            check). Default: the plan's own epsilon. A tuner passes e.g. the epsilon
-            of the study's granted plans composed with copies of this one. It must
-            be non-decreasing in the budget scale (true of every epsilon).
-
-    Returns:
-        A plan with ``price(plan, None) <= target_epsilon``, using at least ``1 - rtol`` of
-        the budget when the split allows it.
-
-    Raises:
-        ConfigError: invalid budget, or a mechanism that cannot meet its share.
-    """
-    if not (math.isfinite(target_epsilon) and target_epsilon > 0):
-        raise ConfigError(f"the privacy budget's epsilon {target_epsilon} must be a finite number > 0")
-    if not specs:
-        raise ConfigError("a privacy plan needs at least one mechanism")
-    if price is None:
-        def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
-            return epsilon_of(plan.event(), delta=delta, orders=orders)
-    total_share = sum(s.share for s in specs)
-    guesses = [1.0] * len(specs)
-
-    def plan_at(scale: float) -> tuple[PrivacyPlan, float]:
-        mechanisms = tuple(
-            _calibrate_one(s, scale * s.share / total_share * target_epsilon, delta, rtol / 4, g)
-            for s, g in zip(specs, guesses, strict=True)
-        )
-        guesses[:] = [m.noise_multiplier for m in mechanisms]
-        plan = PrivacyPlan(mechanisms=mechanisms, delta=delta, target_epsilon=target_epsilon)
-        value = price(plan, CALIBRATION_ORDERS)
-        return plan, value if not math.isnan(value) else math.inf  # NaN: infeasible
-
-    # Bracket the largest feasible scale: f(lo) <= 0 < f(hi). With the default
-    # price, scale 1 is feasible (composition never exceeds the sum of the shares)
-    # and scale len(specs) is the first upper end tried.
-    lo, (best, eps_lo) = 1.0, plan_at(1.0)
-    if eps_lo > target_epsilon:
-        hi, eps_hi = lo, eps_lo
-        while eps_lo > target_epsilon:
-            if lo < 1e-6:
-                raise ConfigError(f"cannot fit the plan into epsilon={target_epsilon:g}")
-            hi, eps_hi = lo, eps_lo
-            lo = lo / 4
-            best, eps_lo = plan_at(lo)
-    else:
-        hi = float(max(2, len(specs)))
-        plan_hi, eps_hi = plan_at(hi)
-        while eps_hi <= target_epsilon and hi < 1e6:
-            lo, best, eps_lo = hi, plan_hi, eps_hi
-            hi = hi * 4
-            plan_hi, eps_hi = plan_at(hi)
-    # Illinois (bracketed secant) on log(scale).
+    rtol: float,
+) -> tuple[PrivacyPlan, float, float]:
+    """Illinois (bracketed secant) on log(scale) between a feasible ``lo`` and an
+    infeasible ``hi``; returns the best feasible plan, its scale and its price."""
     f_lo, f_hi = eps_lo - target_epsilon, eps_hi - target_epsilon
     side = 0
     for _ in range(40):
@@ -229,6 +183,120 @@ def calibrate_plan(
             hi, f_hi = mid, eps_mid - target_epsilon
             f_lo = f_lo / 2 if side == 1 else f_lo
             side = 1
-    if price(best, None) > target_epsilon:  # the stated (default-grid) value: never trust
+    return best, lo, f_lo + target_epsilon
+
+
+def calibrate_plan(
+    specs: Sequence[MechanismSpec],
+    *,
+    target_epsilon: float,
+    delta: float,
+    rtol: float = 2e-3,
+    price: PlanPrice | None = None,
+) -> PrivacyPlan:
+    """Calibrate every mechanism so that the composed plan is (target_epsilon, delta)-DP.
+
+    Two searches over the budget scale, then one check:
+
+    1. RDP only (:data:`~raydp_synth.privacy.pricing.SEARCH_RDP`): cheap, and its
+       plan is feasible under every pricing (the stated epsilon is at most RDP's
+       on the full grid, which is at most RDP's on the calibration orders).
+    2. Where PLD is tighter (:data:`~raydp_synth.privacy.pricing.SEARCH_PLD`, a
+       coarse PLD), a short search for one common factor that divides every noise
+       multiplier of the RDP plan uses the slack (no per-mechanism recalibration);
+       skipped when PLD cannot help (e.g. random stopping, a dominance ratio).
+    3. The result is checked on :data:`~raydp_synth.privacy.pricing.STATED`, the
+       pricing of every statement; a refined plan that misses it there falls
+       back to the RDP plan. So the calibrated epsilon never exceeds the target.
+
+    Args:
+        specs: the mechanisms and their relative budget weights.
+        target_epsilon, delta: the target.
+        rtol: relative precision of the budget use.
+        price: what must stay <= ``target_epsilon``, as a function of a candidate plan and
+            of a :class:`~raydp_synth.privacy.pricing.Pricing`. Default: the plan's own
+            epsilon. A tuner passes e.g. the epsilon of the study's granted plans
+            composed with copies of this one. It must be non-decreasing in the
+            budget scale (true of every epsilon).
+
+    Returns:
+        A plan with ``price(plan, STATED) <= target_epsilon``, using at least ``1 - rtol`` of
+        the budget when the split allows it.
+
+    Raises:
+        ConfigError: invalid budget, or a mechanism that cannot meet its share.
+    """
+    if not (math.isfinite(target_epsilon) and target_epsilon > 0):
+        raise ConfigError(f"the privacy budget's epsilon {target_epsilon} must be a finite number > 0")
+    if not specs:
+        raise ConfigError("a privacy plan needs at least one mechanism")
+    if price is None:
+        def price(plan: PrivacyPlan, pricing: Pricing) -> float:
+            return pricing_module.epsilon(plan.event(), delta=delta, pricing=pricing)
+    total_share = sum(s.share for s in specs)
+    guesses = [1.0] * len(specs)
+
+    def plan_at(scale: float, pricing: Pricing = SEARCH_RDP) -> tuple[PrivacyPlan, float]:
+        mechanisms = tuple(
+            _calibrate_one(s, scale * s.share / total_share * target_epsilon, delta, rtol / 4, g)
+            for s, g in zip(specs, guesses, strict=True)
+        )
+        guesses[:] = [m.noise_multiplier for m in mechanisms]
+        plan = PrivacyPlan(mechanisms=mechanisms, delta=delta, target_epsilon=target_epsilon)
+        value = price(plan, pricing)
+        return plan, value if not math.isnan(value) else math.inf  # NaN: infeasible
+
+    # Bracket the largest feasible scale: f(lo) <= 0 < f(hi). With the default
+    # price, scale 1 is feasible (composition never exceeds the sum of the shares)
+    # and scale len(specs) is the first upper end tried.
+    lo, (best, eps_lo) = 1.0, plan_at(1.0)
+    # Where PLD is tighter, the RDP search only needs to land near the target: the
+    # PLD refinement below sets the final precision (fewer RDP recalibrations).
+    pld_helps = _finite(price(best, SEARCH_PLD)) < eps_lo * (1 - rtol)
+    rtol_rdp = max(rtol, _RDP_RTOL_BEFORE_PLD) if pld_helps else rtol
+    if eps_lo > target_epsilon:
+        hi, eps_hi = lo, eps_lo
+        while eps_lo > target_epsilon:
+            if lo < 1e-6:
+                raise ConfigError(f"cannot fit the plan into epsilon={target_epsilon:g}")
+            hi, eps_hi = lo, eps_lo
+            lo = lo / 4
+            best, eps_lo = plan_at(lo)
+    else:
+        hi = float(max(2, len(specs)))
+        plan_hi, eps_hi = plan_at(hi)
+        while eps_hi <= target_epsilon and hi < 1e6:
+            lo, best, eps_lo = hi, plan_hi, eps_hi
+            hi = hi * 4
+            plan_hi, eps_hi = plan_at(hi)
+    rdp_best, _, _ = _largest_feasible_scale(
+        plan_at, lo=lo, best=best, eps_lo=eps_lo, hi=hi, eps_hi=eps_hi,
+        target_epsilon=target_epsilon, rtol=rtol_rdp)
+    best = rdp_best
+
+    # PLD refinement, only where PLD leaves slack worth a search: one common factor
+    # c >= 1 divides every noise multiplier of the RDP plan (the split's relative
+    # noise stays), priced by PLD alone (RDP's bound is above the target there).
+    eps_pld = _finite(price(rdp_best, SEARCH_PLD))
+    if pld_helps and eps_pld < target_epsilon * (1 - rtol):
+        def less_noise(c: float) -> tuple[PrivacyPlan, float]:
+            plan = replace(rdp_best, mechanisms=tuple(
+                replace(m, noise_multiplier=m.noise_multiplier / c) for m in rdp_best.mechanisms))
+            return plan, _finite(price(plan, SEARCH_PLD))
+
+        lo, eps_lo, hi = 1.0, eps_pld, target_epsilon / eps_pld * 1.02
+        plan_hi, eps_hi = less_noise(hi)
+        while eps_hi <= target_epsilon and hi < 1e6:
+            lo, best, eps_lo = hi, plan_hi, eps_hi
+            hi = hi * 1.25
+            plan_hi, eps_hi = less_noise(hi)
+        best, _, _ = _largest_feasible_scale(
+            less_noise, lo=lo, best=best, eps_lo=eps_lo, hi=hi, eps_hi=eps_hi,
+            target_epsilon=target_epsilon, rtol=rtol)
+    stated = price(best, STATED)  # the stated value: never trust a search
+    if best is not rdp_best and not stated <= target_epsilon:
+        best = rdp_best  # the coarse search was optimistic here: keep the RDP plan
+        stated = price(best, STATED)
+    if not stated <= target_epsilon:
         raise ConfigError(f"calibration overshot epsilon={target_epsilon:g}; this is a bug")
     return best

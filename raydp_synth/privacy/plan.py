@@ -17,7 +17,7 @@ from typing import Any
 import dp_accounting as dpa
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy import pricing as _pricing
 from raydp_synth.privacy.events import event_to_json, subsampled_gaussian_event
 
 __all__ = ["Mechanism", "PrivacyPlan"]
@@ -125,15 +125,30 @@ class PrivacyPlan:
             target_epsilon=math.inf,
         )
 
-    def epsilon(self) -> float:
-        """The plan's epsilon at ``delta``, computed by dp-accounting."""
-        return epsilon_of(self.event(), delta=self.delta)
+    def price(self) -> _pricing.Price:
+        """The plan's epsilon at ``delta`` by RDP and by PLD (:mod:`~raydp_synth.privacy.pricing`)."""
+        return _pricing.price(self.event(), delta=self.delta)
 
-    def spent_epsilon(self, steps: Mapping[str, int]) -> float:
-        """Epsilon of the releases made so far: ``steps[name]`` of each mechanism."""
+    def epsilon(self) -> float:
+        """The plan's stated epsilon at ``delta``: the smaller of dp-accounting's RDP
+        and PLD epsilons (:mod:`~raydp_synth.privacy.pricing`)."""
+        return self.price().epsilon
+
+    def spent_epsilon(
+        self, steps: Mapping[str, int], *, pricing: _pricing.Pricing | None = None
+    ) -> float:
+        """Epsilon of the releases made so far: ``steps[name]`` of each mechanism.
+
+        ``pricing``: None for :data:`~raydp_synth.privacy.pricing.STATED` (the plan's own
+        pricing; the whole plan's steps give :meth:`epsilon`), or the cheaper
+        :data:`~raydp_synth.privacy.pricing.REPORT` for progress reports (also a valid
+        upper bound, coarser: within about 0.1% of the stated value on DPAF's plans).
+        """
         done = [replace(m, num_steps=steps.get(m.name, 0)) for m in self.mechanisms]
         events = [m.event() for m in done if m.num_steps > 0]
-        return epsilon_of(dpa.ComposedDpEvent(events), delta=self.delta) if events else 0.0
+        if not events:
+            return 0.0
+        return _pricing.epsilon(dpa.ComposedDpEvent(events), delta=self.delta, pricing=pricing)
 
     def to_dict(self) -> dict[str, Any]:
         return {

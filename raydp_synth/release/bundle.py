@@ -56,7 +56,9 @@ NEIGHBOURING_RELATION: dict[str, str] = {
             "contributes nothing to any mechanism (the zero-out relation). For the "
             "Poisson-subsampled and one-shot Gaussian mechanisms of a plan, dp-accounting's "
             "RdpAccountant gives the same epsilon under REPLACE_SPECIAL as under "
-            "ADD_OR_REMOVE_ONE, the relation it prices with",
+            "ADD_OR_REMOVE_ONE, the relation it prices with; replacing a record by a null "
+            "record gives these mechanisms the output distribution of removing it, so the "
+            "add-or-remove-one PLDAccountant's bound (both directions) covers it too",
 }
 
 
@@ -147,12 +149,14 @@ def privacy_statement(
     :func:`public_facts` of the run (:func:`write_release` fills them in from the
     generator when absent).
     """
+    price = plan.price() if plan.private else None
     statement: dict[str, Any] = {
-        "epsilon": plan.epsilon() if plan.private else None,
+        "epsilon": price.epsilon if price is not None else None,
         "delta": plan.delta,
         "target_epsilon": plan.target_epsilon if plan.private else None,
         "private": plan.private,
-        "accountant": "dp_accounting.rdp.RdpAccountant (default orders)",
+        "accountant": price.accountant if price is not None else None,
+        "pricing": price.to_dict() if price is not None else None,
         "neighbouring_relation": dict(NEIGHBOURING_RELATION),
         "dataset": dataset,
         "scope": scope,

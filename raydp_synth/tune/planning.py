@@ -2,8 +2,11 @@
 
 Two pricing modes (docs/budget-pricing.md, section 6):
 
-* ``compose``: the study's total is the RDP composition of every granted plan
-  (adaptive composition: a later config is post-processing of earlier DP outputs).
+* ``compose``: the study's total is the composition of every granted plan, priced
+  as every statement is (:mod:`raydp_synth.privacy.pricing`: the smaller of RDP's and
+  PLD's epsilon; adaptive composition: a later config is post-processing of earlier
+  DP outputs). The trial prices ``granted + copies x plan`` by the same left fold of
+  the same PLDs as the accountant's ledger, so the two agree.
   A trial is calibrated so that the plans granted so far, composed with
   ``remaining`` copies of its own plan, meet the budget: the first trial gets
   about 1/N of it, and budget that earlier trials left unused flows to later ones.
@@ -13,7 +16,8 @@ Two pricing modes (docs/budget-pricing.md, section 6):
   E_ref (the default configuration's plan) is calibrated so that
   ``RepeatAndSelectDpEvent(E_ref, mean, shape)`` meets the budget; every trial's plan
   is calibrated to be dominated by E_ref at every RDP order of the accountant's grid,
-  so every trial is "at most Q" and the theorem applies.
+  so every trial is "at most Q" and the theorem applies. RDP alone prices this mode:
+  the theorem is an RDP theorem and PLD cannot price ``RepeatAndSelectDpEvent``.
 
 Everything here is computed from public quantities (configs, dataset size) and
 from the ledger's plans: no sensitive data.
@@ -32,8 +36,10 @@ from dp_accounting import dp_event
 from raydp_synth.data import DataInfo
 from raydp_synth.errors import PrivacyInvariantError
 from raydp_synth.methods.base import Method
-from raydp_synth.privacy.accounting import dominance_ratio, epsilon_of, rdp_curve
+from raydp_synth.privacy import pricing as _pricing
+from raydp_synth.privacy.accounting import dominance_ratio, rdp_curve
 from raydp_synth.privacy.plan import PrivacyPlan
+from raydp_synth.privacy.pricing import Pricing
 
 __all__ = ["plan_dominated_by", "plan_for_compose", "reference_plan"]
 
@@ -51,8 +57,8 @@ def _plan_priced(
     """The plan whose ``event_of(plan.event())`` meets the budget, stated with its
     own epsilon as its target."""
 
-    def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
-        return epsilon_of(event_of(plan.event()), delta=delta, orders=orders)
+    def price(plan: PrivacyPlan, pricing: Pricing) -> float:
+        return _pricing.epsilon(event_of(plan.event()), delta=delta, pricing=pricing)
 
     plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
                        score_share=score_share, price=price)
@@ -129,7 +135,7 @@ def plan_dominated_by(
     reference = rdp_curve(reference_event)
     margin = 1 - 1e-6  # headroom below the check; plans are calibrated to it
 
-    def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
+    def price(plan: PrivacyPlan, pricing: Pricing) -> float:  # RDP only, whatever pricing
         return dominance_ratio(plan.event(), reference) / margin
 
     plan = method.plan(config, target_epsilon=1.0, delta=delta, data=data, score_share=score_share,

@@ -633,7 +633,7 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
         "scope": "the whole hyperparameter search (every trial, its selection score, and the "
                  "choice of the best trial), priced by the study's accountant from its ledger",
         "pricing": statement,
-        "accountant": "dp_accounting.rdp.RdpAccountant (default orders)",
+        "accountant": statement["accountant"],
         "dataset": request.dataset,
         "released_trial_plan": info["plan"],
     }

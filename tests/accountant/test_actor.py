@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import ray
+from dp_accounting import NeighboringRelation
+from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +26,7 @@ from raydp_synth.accountant import (
 from raydp_synth.accountant.core import REASON_BUDGET, REASON_RERUN
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.events import event_from_json, event_to_json, subsampled_gaussian_event
+from raydp_synth.privacy.pricing import PLD_INTERVAL
 
 pytestmark = pytest.mark.ray
 
@@ -36,9 +39,25 @@ def _plan(sigma: float, q: float, steps: int) -> dict:
     )
 
 
+class _Stated:
+    """The stated pricing straight from dp-accounting: the smaller of RdpAccountant's and
+    PLDAccountant's (pessimistic, add-or-remove-one) epsilon of everything composed."""
+
+    def __init__(self) -> None:
+        self.rdp = RdpAccountant()
+        self.pld = PLDAccountant(NeighboringRelation.ADD_OR_REMOVE_ONE, PLD_INTERVAL)
+
+    def compose(self, event) -> None:
+        self.rdp.compose(event)
+        self.pld.compose(event)
+
+    def get_epsilon(self, delta: float) -> float:
+        return min(self.rdp.get_epsilon(delta), self.pld.get_epsilon(delta))
+
+
 def _epsilon(events: list[dict]) -> float:
     """The composition of serialised events, straight from dp-accounting."""
-    accountant = RdpAccountant()
+    accountant = _Stated()
     for event in events:
         accountant.compose(event_from_json(event))
     return accountant.get_epsilon(DELTA)
@@ -74,11 +93,11 @@ def _restarted(handle, old_pid: int, timeout_s: float = 60.0) -> int:
     return pid
 
 
-def _replay_check(entries: list[dict], plans: dict[str, dict], budget: float) -> RdpAccountant:
+def _replay_check(entries: list[dict], plans: dict[str, dict], budget: float) -> _Stated:
     """Replay the ledger in order with dp-accounting: every grant fits, every refusal
     could not have fit at the time it was made, and nothing is granted twice."""
     assert entries[0]["kind"] == "study"
-    accountant = RdpAccountant()
+    accountant = _Stated()
     granted: set[str] = set()
     for entry in entries[1:]:
         trial = entry["trial_id"]

@@ -33,7 +33,8 @@ from raydp_synth.accountant.core import (
 )
 from raydp_synth.accountant.ledger import Ledger
 from raydp_synth.errors import ConfigError
-from raydp_synth.privacy.accounting import compose_epsilon, dominates, epsilon_of
+from raydp_synth.privacy import pricing
+from raydp_synth.privacy.accounting import dominates, epsilon_of
 from raydp_synth.privacy.events import event_from_json, event_to_json, subsampled_gaussian_event
 
 DELTA = 1e-5
@@ -46,6 +47,22 @@ def _plan(sigma: float, q: float | None, steps: int) -> dict:
     return event_to_json(
         subsampled_gaussian_event(noise_multiplier=sigma, sample_rate=q, num_steps=steps)
     )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _coarse_pld():
+    """What is tested here (grants, refusals, replay, never overspending) holds at any PLD
+    discretization; a coarse one keeps the properties' hundreds of examples fast. The
+    stated interval's numbers are pinned in tests/privacy/test_pld_pricing.py."""
+    patch = pytest.MonkeyPatch()
+    patch.setattr(pricing, "STATED", pricing.Pricing(orders=None, pld_interval=1e-2))
+    yield
+    patch.undo()
+
+
+def _stated(events: list) -> float:
+    """The stated epsilon of a composition, priced independently of the accountant."""
+    return pricing.epsilon(dpa.ComposedDpEvent(list(events)), delta=DELTA)
 
 
 def _compose(budget: float, trials: int = 10) -> StudySettings:
@@ -159,7 +176,7 @@ def test_compose_replay_is_live_and_never_overspends(tmp_path_factory, requests,
                 assert spent == before  # a refusal charges nothing
                 if decision.reason.startswith(REASON_BUDGET):
                     granted = [event_from_json(e) for e in charged]
-                    assert not compose_epsilon([*granted, event_from_json(plan)], DELTA) <= budget
+                    assert not _stated([*granted, event_from_json(plan)]) <= budget
             assert (decision.granted, decision.reason is None) in {(True, True), (False, False)}
 
     entries = study.ledger.entries()
@@ -170,7 +187,7 @@ def test_compose_replay_is_live_and_never_overspends(tmp_path_factory, requests,
     refused_ids = {e["trial_id"] for e in entries if e["kind"] == "refusal"}
     assert study.budget.refused == refused_ids - set(study.budget.grants)
     # the state is the ledger, priced independently
-    expected = compose_epsilon([event_from_json(e) for e in charged], DELTA) if charged else 0.0
+    expected = _stated([event_from_json(e) for e in charged]) if charged else 0.0
     assert study.budget.spent_epsilon() == expected
     assert study.budget.statement()["epsilon"] == expected <= budget
     # a restarted accountant rebuilds the same state from the ledger
@@ -290,11 +307,11 @@ def test_a_ledger_without_its_header_is_refused(tmp_path):
 
 def test_refuses_at_exhaustion_with_a_clear_reason(tmp_path):
     plan = _plan(1.0, 0.05, 100)
-    budget = compose_epsilon([event_from_json(plan)] * 2, DELTA)  # exactly two copies fit
+    budget = _stated([event_from_json(plan)] * 2)  # exactly two copies fit
     study = Study(tmp_path, _compose(budget, trials=2))
     first = study.request("a", plan)
     assert first.granted and first.reason is None
-    assert study.budget.spent_epsilon() == epsilon_of(event_from_json(plan), delta=DELTA)
+    assert study.budget.spent_epsilon() == _stated([event_from_json(plan)])
     assert study.request("b", plan).granted
     third = study.request("c", plan)
     assert not third.granted
@@ -317,7 +334,7 @@ def test_idempotent_retries_charge_once(tmp_path):
     assert study.request("t1", plan).granted
     assert [e["trial_id"] for e in study.ledger.entries() if e["kind"] == "grant"] == ["t1"]
     assert len(study.budget.grants) == 1 and study.budget.refused == frozenset()
-    assert study.budget.spent_epsilon() == epsilon_of(event_from_json(plan), delta=DELTA)
+    assert study.budget.spent_epsilon() == _stated([event_from_json(plan)])
 
 
 def test_a_granted_trial_is_never_rerun_under_another_attempt(tmp_path):

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from raydp_synth.accountant.ledger import Ledger
-from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.events import event_from_json
+from raydp_synth.privacy.pricing import epsilon as stated_epsilon
 from tests.tune.test_study import TINY
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.fault]
@@ -34,7 +34,7 @@ def ledger_entries(study: Path, kind: str) -> list[dict]:
 
 
 def composed_epsilon(grants: list[dict]) -> float:
-    return epsilon_of(dpa.ComposedDpEvent([event_from_json(g["event"]) for g in grants]),
+    return stated_epsilon(dpa.ComposedDpEvent([event_from_json(g["event"]) for g in grants]),
                       delta=DELTA)
 
 

@@ -13,7 +13,7 @@ from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method
 from raydp_synth.methods.dpaf.mechanisms import dpagg
 from raydp_synth.methods.dpaf.networks import DiscriminatorParts
-from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.pricing import epsilon as stated_epsilon
 from tests.stats import assert_gaussian_std
 
 DIGITS = DataInfo(num_records=1437, image_size=16, channels=1, num_classes=10)
@@ -52,7 +52,7 @@ def test_plan_epsilon_is_dp_accountings_value(plan_and_config) -> None:
         dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(m.sample_rate, dpa.GaussianDpEvent(m.noise_multiplier)), m.num_steps)
         for m in plan.mechanisms
     ])
-    assert plan.epsilon() == pytest.approx(epsilon_of(event, delta=1e-5), rel=1e-12)
+    assert plan.epsilon() == pytest.approx(stated_epsilon(event, delta=1e-5), rel=1e-12)
     assert 0.98 * 5.0 <= plan.epsilon() <= 5.0
 
 

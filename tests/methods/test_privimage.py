@@ -17,7 +17,7 @@ from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method
 from raydp_synth.methods.privimage import SEMANTIC_QUERY, release_semantics
 from raydp_synth.methods.privimage.semantics import SemanticQuery, select_public, semantic_histogram
-from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.pricing import epsilon as stated_epsilon
 from raydp_synth.runtime.context import WorkerContext
 from tests.methods.loop_run import run_loop
 from tests.stats import assert_gaussian_std
@@ -63,7 +63,7 @@ def test_plan_is_the_one_shot_query_composed_with_the_fine_tuning(digits) -> Non
             critic.sample_rate, dpa.GaussianDpEvent(critic.noise_multiplier)), critic.num_steps),
         dpa.GaussianDpEvent(score.noise_multiplier),
     ])
-    assert plan.epsilon() == pytest.approx(epsilon_of(direct, delta=1e-5), rel=1e-9)
+    assert plan.epsilon() == pytest.approx(stated_epsilon(direct, delta=1e-5), rel=1e-9)
     assert 0.99 * 4.0 <= plan.epsilon() <= 4.0
 
 
@@ -130,7 +130,7 @@ def test_diffusion_plan_is_the_query_composed_with_the_denoiser_steps(digits) ->
         dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(
             denoiser.sample_rate, dpa.GaussianDpEvent(denoiser.noise_multiplier)),
             denoiser.num_steps)])
-    assert plan.epsilon() == pytest.approx(epsilon_of(direct, delta=1e-5), rel=1e-9)
+    assert plan.epsilon() == pytest.approx(stated_epsilon(direct, delta=1e-5), rel=1e-9)
 
 
 def test_denoiser_per_record_gradients_match_a_loop_and_are_per_record() -> None:

@@ -6,17 +6,20 @@ import math
 
 import dp_accounting as dpa
 import pytest
+from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opacus.accountants.utils import get_noise_multiplier
 
 from raydp_synth.errors import ConfigError
+from raydp_synth.privacy import pricing
 from raydp_synth.privacy.accounting import epsilon_of, subsampled_gaussian_epsilon, validate_delta
 from raydp_synth.privacy.calibration import (
     MechanismSpec,
     calibrate_noise_multiplier,
     calibrate_plan,
 )
+from raydp_synth.privacy.pricing import PLD_INTERVAL
 
 RTOL = 1e-3
 
@@ -69,12 +72,16 @@ def test_plan_uses_the_budget_without_exceeding_it(epsilon: float) -> None:
     stated = plan.epsilon()
     assert stated <= epsilon
     assert stated >= 0.98 * epsilon
-    # The stated epsilon is dp-accounting's value for the composition of the mechanisms.
+    # The stated epsilon is dp-accounting's (the smaller of RDP's and PLD's) for the
+    # composition of the mechanisms.
     independent = dpa.ComposedDpEvent([
         dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(m.sample_rate, dpa.GaussianDpEvent(m.noise_multiplier)), m.num_steps)
         for m in plan.mechanisms
     ])
-    assert stated == pytest.approx(epsilon_of(independent, delta=1e-5), rel=1e-12)
+    pld = PLDAccountant(dpa.NeighboringRelation.ADD_OR_REMOVE_ONE, PLD_INTERVAL)
+    pld.compose(independent)
+    expected = min(epsilon_of(independent, delta=1e-5), pld.get_epsilon(1e-5))
+    assert stated == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.slow
@@ -104,11 +111,11 @@ def test_plan_calibrated_against_a_custom_price_meets_it_tightly() -> None:
     prefix = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.05, dpa.GaussianDpEvent(2.0)), 200)
     copies, delta, target = 3, 1e-5, 6.0
 
-    def price(plan, orders):
+    def price(plan, how):
         event = dpa.ComposedDpEvent([prefix, dpa.SelfComposedDpEvent(plan.event(), copies)])
-        return epsilon_of(event, delta=delta, orders=orders)
+        return pricing.epsilon(event, delta=delta, pricing=how)
 
     plan = calibrate_plan(_specs((1.0, 1.0, 1.0)), target_epsilon=target, delta=delta, price=price)
-    assert 0.99 * target <= price(plan, None) <= target
+    assert 0.99 * target <= price(plan, pricing.STATED) <= target
     # Scale < 1 was needed: one copy alone gets well below the target.
     assert plan.epsilon() < 0.75 * target

@@ -8,8 +8,8 @@ import pytest
 
 from raydp_synth.data import DataInfo
 from raydp_synth.methods import get_method
-from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.events import event_from_json
+from raydp_synth.privacy.pricing import epsilon as stated_epsilon
 from raydp_synth.privacy.selection_score import SELECTION_SCORE
 from raydp_synth.release import privacy_statement
 
@@ -27,7 +27,7 @@ def test_statement_prices_the_whole_plan_including_the_score() -> None:
     plan = method.plan(config, target_epsilon=3.0, delta=1e-5, data=INFO, score_share=0.1)
     statement = json.loads(json.dumps(privacy_statement(plan, scope="run", dataset="digits")))
     event = event_from_json(statement["plan"]["event"])
-    assert statement["epsilon"] == pytest.approx(epsilon_of(event, delta=1e-5), rel=1e-12)
+    assert statement["epsilon"] == pytest.approx(stated_epsilon(event, delta=1e-5), rel=1e-12)
     assert statement["private"] is True and statement["epsilon"] <= 3.0
     assert SELECTION_SCORE in [m["name"] for m in statement["plan"]["mechanisms"]]
 

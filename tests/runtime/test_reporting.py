@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from raydp_synth.privacy.plan import Mechanism
+from raydp_synth.privacy.pricing import REPORT, STATED
 from raydp_synth.runtime.reporting import EpochReporter
 from tests.runtime.conftest import plan_of
 
@@ -38,8 +39,9 @@ def test_one_report_per_epoch_with_means_and_the_spent_epsilon(make_context) -> 
     assert [(r["epoch"], r["step"]) for r in reports] == [(1, 4), (2, 8), (3, 10)]
     assert [r["g_loss"] for r in reports] == [2.5, 6.5, 9.5]  # this epoch's mean
     assert all(r["phase"] == 2 for r in reports)
-    for r in reports:
-        spent = plan.spent_epsilon({"query": 1, "critic": int(r["step"])})
+    for r in reports:  # the cheap report pricing before the last release, the stated at it
+        how = STATED if r["step"] == CLOCK.num_steps else REPORT
+        spent = plan.spent_epsilon({"query": 1, "critic": int(r["step"])}, pricing=how)
         assert r["epsilon_spent"] == spent
     assert reports[-1]["epsilon_spent"] == pytest.approx(plan.epsilon(), rel=1e-12)
     assert len(ctx.outbox.lines) == 3 and ctx.outbox.lines[0].startswith("[test] critic epoch 1/3:")

@@ -11,9 +11,9 @@ from PIL import Image
 
 from raydp_synth.data.parquet import load_parquet_raw
 from raydp_synth.methods import get_method
-from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.events import event_from_json
 from raydp_synth.privacy.plan import PrivacyPlan
+from raydp_synth.privacy.pricing import epsilon as stated_epsilon
 from raydp_synth.privacy.selection_score import SELECTION_SCORE
 from raydp_synth.train.driver import TrainRequest, run_training
 
@@ -49,7 +49,7 @@ def test_privacy_statement_is_dp_accountings_value_and_within_budget(run_dir) ->
     out, result = run_dir
     statement = json.loads((out / "release" / "privacy.json").read_text())
     event = event_from_json(statement["plan"]["event"])
-    assert statement["epsilon"] == pytest.approx(epsilon_of(event, delta=statement["delta"]), rel=1e-12)
+    assert statement["epsilon"] == pytest.approx(stated_epsilon(event, delta=statement["delta"]), rel=1e-12)
     assert 0.95 * 4.0 <= statement["epsilon"] <= 4.0
     assert result.epsilon == statement["epsilon"]
     # The plan covers the private selection score: a one-shot Gaussian, sensitivity 1.

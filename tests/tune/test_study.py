@@ -11,6 +11,7 @@ import pytest
 
 from raydp_synth.accountant.ledger import Ledger
 from raydp_synth.errors import ConfigError
+from raydp_synth.privacy import pricing
 from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.events import event_from_json
 from raydp_synth.tune.study import StudyRequest, run_study
@@ -71,7 +72,7 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     events = [event_from_json(g["event"]) for g in grants]
     import dp_accounting as dpa
 
-    total = epsilon_of(dpa.ComposedDpEvent(events), delta=1e-5)
+    total = pricing.epsilon(dpa.ComposedDpEvent(events), delta=1e-5)  # min(RDP, PLD)
     statement = json.loads((study / "release" / "privacy.json").read_text())
     assert statement["epsilon"] == pytest.approx(total, rel=1e-9)
     assert 0.9 * 6.0 <= statement["epsilon"] <= 6.0
