@@ -104,10 +104,11 @@ def reference_plan(
     if density_ratio != 1:
         from raydp_synth.privacy.adaptive_tuning import adaptive_random_stopping_epsilon
 
-        def price(plan: PrivacyPlan, orders: Sequence[float] | None) -> float:
+        def price(plan: PrivacyPlan, pricing: Pricing) -> float:
+            # RDP only (a theorem on RDP curves), on the pricing's orders.
             return adaptive_random_stopping_epsilon(
                 plan.event(), mean=mean_trials, shape=shape, delta=delta,
-                density_ratio=density_ratio, orders=orders)
+                density_ratio=density_ratio, orders=pricing.orders)
 
         plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
                            score_share=score_share, price=price)
