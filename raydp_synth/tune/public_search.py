@@ -215,7 +215,7 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
     grid = tune.Tuner(
         trial_trainable(public_search_settings(study, search), driver_cpus=driver_cpus),
         tune_config=tune.TuneConfig(search_alg=limited, scheduler=FIFOScheduler(),
-                                    num_samples=request.trials, reuse_actors=True),
+                                    num_samples=request.trials),
         run_config=tune.RunConfig(name=PUBLIC_EXPERIMENT, storage_path=str(study.study_dir),
                                   failure_config=tune.FailureConfig(max_failures=0)),
     ).fit()

@@ -466,14 +466,8 @@ def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any, searcher:
         return None
     return tune.Tuner(
         trainable,
-        # reuse_actors: the next trial runs in the process the last one ran in (Tune
-        # resets the function trainable), so a study pays the trial process's start
-        # (Python, torch, Opacus imports: ~10 s of a 2-core machine's trial) once, not per
-        # trial. Nothing of a trial outlives it there but caches of public arithmetic
-        # (noise calibration): its networks, data and secret DP seed are its function's
-        # locals, and every trial seeds its own generators.
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
-                                    num_samples=num_samples, reuse_actors=True),
+                                    num_samples=num_samples),
         run_config=tune.RunConfig(name=experiment, storage_path=str(study_dir),
                                   failure_config=tune.FailureConfig(max_failures=0)),
     )

@@ -107,11 +107,6 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     # The search ran DPAF's defaults that the space holds (mu 1, lr_d 1e-3) first.
     params = [json.loads(p.read_text()) for p in study.glob("tune/*/params.json")]
     assert [(p["mu"], p["lr_d"]) for p in params].count((1, 1e-3)) == 1
-    # Trials reuse one Tune trial process (reuse_actors): it starts once per study.
-    from raydp_synth.tune.trial import TRIAL_TIMING
-
-    timings = [json.loads(p.read_text()) for p in (study / "trials").glob(f"*/{TRIAL_TIMING}")]
-    assert len(timings) == 3 and len({t["process"] for t in timings}) == 1
     # The budget CLI prices the ledger the same way, without Ray.
     from raydp_synth.budget import ledger_statement
 
