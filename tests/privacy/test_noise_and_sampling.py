@@ -91,6 +91,20 @@ def test_clipped_sum_is_zero_for_an_empty_batch() -> None:
     assert out.shape == (8,) and torch.count_nonzero(out) == 0
 
 
+@pytest.mark.parametrize("topk", [1.0, 0.9])
+@pytest.mark.parametrize("sizes", [[(3, 4), (5,), (2, 2, 2)], [(40, 30), (1,), (77, 13), (500,)]])
+def test_clipped_sum_equals_clipping_the_concatenated_records(topk: float, sizes: list[tuple[int, ...]]) -> None:
+    gen = torch.Generator().manual_seed(len(sizes))
+    # Norms from well below to well above C: some records clipped, some not.
+    scale = torch.logspace(-2, 2, 16)
+    grads = [torch.randn(16, *s, generator=gen) * scale.view(-1, *[1] * len(s)) for s in sizes]
+    flat = torch.cat([g.flatten(1) for g in grads], dim=1)
+    reference = clip_per_record(topk_per_record(flat, fraction=topk), max_norm=1.3).sum(dim=0)
+    out = clipped_sum(grads, max_grad_norm=1.3, topk_fraction=topk)
+    assert out.shape == reference.shape
+    assert torch.allclose(out, reference, rtol=1e-5, atol=1e-6)
+
+
 def test_shards_partition_the_dataset() -> None:
     shards = [shard_indices(101, rank=r, world_size=3) for r in range(3)]
     joined = torch.cat(shards).sort().values
