@@ -39,6 +39,15 @@ def test_noisy_sum_keeps_the_signal() -> None:
     assert_gaussian_std((noisy_sum(signal, noise_std=0.5, generator=gen) - signal).numpy(), 0.5)
 
 
+def test_noise_is_drawn_on_the_generators_device() -> None:
+    # CPU: the same draws as before noise followed the generator's device (bit for bit).
+    draws = noisy_sum(torch.zeros(50), noise_std=2.0, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(draws, torch.normal(0.0, 2.0, size=(50,), generator=torch.Generator().manual_seed(4)))
+    if torch.cuda.is_available():
+        gen = torch.Generator(device="cuda").manual_seed(4)
+        assert noisy_sum(torch.zeros(50, device="cuda"), noise_std=2.0, generator=gen).is_cuda
+
+
 def test_clipping_bounds_each_record() -> None:
     g = torch.randn(64, 1000) * torch.logspace(-3, 2, 64)[:, None]
     clipped = clip_per_record(g, max_norm=1.5)
