@@ -52,7 +52,7 @@ def _one_study(loop: str, workers: int) -> dict[str, Any]:
     from ray import tune
 
     from raydp_synth.tune.study import StudyRequest, run_study
-    from raydp_synth.tune.trial import TRIAL_LOOP_ENV, TRIAL_TIMING
+    from raydp_synth.tune.trial import TRIAL_TIMING
 
     stamps: dict[str, float] = {}
     fit = tune.Tuner.fit
@@ -64,7 +64,6 @@ def _one_study(loop: str, workers: int) -> dict[str, Any]:
         finally:
             stamps["tune_fit_end"] = time.time()
 
-    os.environ[TRIAL_LOOP_ENV] = "ray-train" if loop == "ray_train" else ""
     tune.Tuner.fit = stamped_fit  # type: ignore[method-assign]
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -76,7 +75,8 @@ def _one_study(loop: str, workers: int) -> dict[str, Any]:
             start = time.time()
             run_study(StudyRequest(method="dpaf", epsilon=10.0, delta=1e-5, trials=1,
                                    search_space=space, storage=Path(tmp), name="bench",
-                                   workers_per_trial=workers, evaluate=False))
+                                   workers_per_trial=workers, evaluate=False,
+                                   trial_loop="ray-train" if loop == "ray_train" else "auto"))
             wall = time.time() - start
             (timing_path,) = Path(tmp, "bench", "trials").glob(f"*/{TRIAL_TIMING}")
             timing = json.loads(timing_path.read_text())
@@ -84,7 +84,6 @@ def _one_study(loop: str, workers: int) -> dict[str, Any]:
             results = [json.loads(line) for line in result_path.read_text().splitlines() if line]
     finally:
         tune.Tuner.fit = fit  # type: ignore[method-assign]
-        os.environ.pop(TRIAL_LOOP_ENV, None)
     if timing["loop"] != loop:
         raise RuntimeError(f"asked for a {loop} loop, the trial ran {timing['loop']}")
     phases = {"tune_start": round(timing["started_at"] - stamps["tune_fit_start"], 3),

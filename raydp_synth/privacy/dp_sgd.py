@@ -35,6 +35,7 @@ __all__ = [
     "private_gradient",
     "split_by_shapes",
     "topk_per_record",
+    "topk_thresholds",
 ]
 
 
@@ -53,18 +54,30 @@ def topk_per_record(per_record: torch.Tensor, *, fraction: float) -> torch.Tenso
     gradient alone, applied before clipping, so the sensitivity of the clipped sum
     is unchanged. Entries tied with the threshold are dropped.
     """
+    threshold = topk_thresholds([per_record], fraction=fraction)
+    return per_record if threshold is None else per_record * (per_record.abs() > threshold)
+
+
+def topk_thresholds(rows: Sequence[torch.Tensor], *, fraction: float) -> torch.Tensor | None:
+    """The per-record top-k thresholds ``[n, 1]`` of :func:`topk_per_record` for
+    the rows ``torch.cat(rows, dim=1)``, read from the parts ``rows`` (each
+    ``[n, d_j]``) without concatenating them; None where nothing is dropped."""
     if not 0 < fraction <= 1:
         raise ValueError(f"Expected 0 < topk_fraction={fraction} <= 1.")
-    n, d = per_record.shape
+    n = rows[0].shape[0] if rows else 0
+    d = sum(r.shape[1] for r in rows)
     if fraction == 1 or n == 0:
-        return per_record
-    magnitude = per_record.abs()
-    sample = magnitude if d <= _TOPK_SAMPLE else magnitude[:, :: d // (_TOPK_SAMPLE // 2)]
+        return None
+    step = 1 if d <= _TOPK_SAMPLE else d // (_TOPK_SAMPLE // 2)
+    parts, offset = [], 0
+    for r in rows:  # the entries at global indices 0, step, 2 * step, ...
+        parts.append(r[:, (-offset) % step :: step].abs())
+        offset += r.shape[1]
+    sample = torch.cat(parts, dim=1)
     drop = sample.shape[1] - math.ceil(fraction * sample.shape[1])
     if drop <= 0:
-        return per_record
-    threshold = sample.kthvalue(drop, dim=1, keepdim=True).values
-    return per_record * (magnitude > threshold)
+        return None
+    return sample.kthvalue(drop, dim=1, keepdim=True).values
 
 
 def clip_per_record(per_record: torch.Tensor, *, max_norm: float) -> torch.Tensor:
@@ -127,16 +140,36 @@ def clipped_sum(
     topk_fraction: float = 1.0,
     shapes: Sequence[torch.Size] | None = None,
 ) -> torch.Tensor:
-    """The pre-noise sum of a DP-SGD release: ``sum_i clip_C(topk(g_i))``, flattened."""
+    """The pre-noise sum of a DP-SGD release: ``sum_i clip_C(topk(g_i))``, flattened
+    (the parameters' sums concatenated in order).
+
+    Record i's gradient g_i is its slices of all parameters together: its norm is
+    the root of the sum over parameters of each slice's squared norm, and each
+    parameter's clipped sum is the product of the clip factors ``[B]`` with that
+    parameter's per-record gradients ``[B, d_j]``; no concatenated ``[B, D]`` copy
+    is made (top-k masks each part, against a threshold over the whole row). The
+    same value as clipping the concatenated rows (:func:`clip_per_record`), up
+    to float rounding: each record is still clipped to norm C as a whole, so the
+    sensitivity of the sum is C.
+    """
     shapes = list(shapes) if shapes is not None else [g.shape[1:] for g in per_record_grads]
     local_n = per_record_grads[0].shape[0] if per_record_grads else 0
-    dim = sum(math.prod(shape) for shape in shapes)
+    sizes = [math.prod(shape) for shape in shapes]
     if local_n == 0:
         device = per_record_grads[0].device if per_record_grads else None
-        return torch.zeros(dim, device=device)
-    flat = torch.cat([g.reshape(local_n, -1) for g in per_record_grads], dim=1)
-    flat = topk_per_record(flat, fraction=topk_fraction)
-    return clip_per_record(flat, max_norm=max_grad_norm).sum(dim=0)
+        return torch.zeros(sum(sizes), device=device)
+    rows = [g.reshape(local_n, -1) for g in per_record_grads]
+    threshold = topk_thresholds(rows, fraction=topk_fraction)
+    if threshold is not None:
+        rows = [r * (r.abs() > threshold) for r in rows]
+    squared = torch.zeros(local_n, dtype=rows[0].dtype, device=rows[0].device)
+    for r in rows:
+        squared += torch.linalg.vector_norm(r, dim=1).square()
+    factor = (max_grad_norm / (squared.sqrt() + 1e-12)).clamp(max=1.0)
+    out = torch.empty(sum(sizes), dtype=rows[0].dtype, device=rows[0].device)
+    for r, part in zip(rows, split_by_shapes(out, [torch.Size([s]) for s in sizes]), strict=True):
+        torch.mv(r.t(), factor, out=part)
+    return out
 
 
 def private_gradient(

@@ -27,8 +27,15 @@ def world_info() -> tuple[int, int]:
 def gaussian_noise(
     shape: torch.Size | tuple[int, ...], *, std: float, generator: torch.Generator | None
 ) -> torch.Tensor:
-    """N(0, std^2) noise of ``shape`` (float32, CPU: the generator's device)."""
-    return torch.normal(0.0, std, size=tuple(shape), generator=generator)
+    """N(0, std^2) noise of ``shape`` (float32), drawn on the generator's device.
+
+    A generator on the parameters' device (a CUDA generator on a GPU worker) draws
+    the noise there, with no host-to-device copy; a CPU generator draws it on the
+    host as before. The stream depends on the generator's device: a seeded run is
+    reproducible on the same kind of device, not across kinds.
+    """
+    device = generator.device if generator is not None else None
+    return torch.normal(0.0, std, size=tuple(shape), generator=generator, device=device)
 
 
 def noisy_sum(

@@ -37,7 +37,8 @@ class WorkerContext:
         train: the sensitive training split (the worker samples its own shard).
         rank, world_size: this worker's place in the data-parallel group.
         device: where tensors live.
-        noise_generator: rank 0's source of DP noise (secret).
+        noise_generator: rank 0's source of DP noise (secret), on ``device`` in a
+            training worker (the noise is drawn where the sums are).
         report: ``report(metrics, checkpoint_state)``; metrics are checked against
             the method's allow-list; checkpoint_state (rank 0) is torch-saved.
         log: prints a progress line on rank 0.

@@ -16,6 +16,7 @@ from raydp_synth.cli import (
     release_overrides,
     run_cli,
 )
+from raydp_synth.tune.study_settings import TRIAL_LOOPS
 
 __all__ = ["main"]
 
@@ -63,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "each (NCCL runs one rank per GPU). Ignored, with a note, where Ray "
                         "has no GPU. --use-gpu is one GPU per worker (docs/ray-cluster.md, "
                         "section 2)")
+    parser.add_argument("--trial-loop", default="auto", choices=TRIAL_LOOPS,
+                        help="where a trial runs its DP loop: auto (a 1-worker trial in its own "
+                        "process, more workers on Ray Train; default) or ray-train (always on "
+                        "Ray Train)")
     parser.add_argument("--storage", type=Path, default=Path("studies"),
                         help="parent folder of study directories (default ./studies)")
     parser.add_argument("--name", default=None, help="study name (default METHOD-TIME)")
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         search_space=args.search_space, settings=parse_settings(args.set),
         max_concurrent=args.max_concurrent,
         workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu,
-        gpus_per_trial=args.gpus_per_trial, dataset=dataset,
+        gpus_per_trial=args.gpus_per_trial, trial_loop=args.trial_loop, dataset=dataset,
         storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,
         public=public, public_validation=public_validation, evaluate=not args.no_eval,
         tune_on_public=tune_on_public,

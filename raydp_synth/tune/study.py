@@ -31,7 +31,7 @@ from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
-from raydp_synth.tune.study_settings import StudySettings
+from raydp_synth.tune.study_settings import TRIAL_LOOPS, StudySettings
 
 if TYPE_CHECKING:
     from raydp_synth.data import DataInfo
@@ -77,6 +77,8 @@ class StudyRequest:
             fraction with one worker packs trials onto a GPU
             (:func:`~raydp_synth.runtime.resources.worker_gpu_share` has the rules);
             ignored, with a note, where Ray has no GPU.
+        trial_loop: where a trial runs its loop (``--trial-loop``): ``auto`` (a
+            1-worker trial in its own process, more on Ray Train) or ``ray-train``.
         dataset: dataset spec.
         storage: parent folder of study directories (shared storage on a cluster).
         name: study name (folder, accountant actor name).
@@ -109,6 +111,7 @@ class StudyRequest:
     workers_per_trial: int = 1
     use_gpu: bool = False
     gpus_per_trial: float | None = None
+    trial_loop: str = "auto"
     dataset: str = "digits"
     storage: Path = Path("studies")
     name: str | None = None
@@ -161,6 +164,8 @@ class StudyRequest:
                               "binomial trial count: --distribution geometric, logarithmic or tnb:ETA")
         if self.max_concurrent < 1 or self.workers_per_trial < 1:
             raise ConfigError("--max-concurrent and --workers-per-trial must be >= 1")
+        if self.trial_loop not in TRIAL_LOOPS:
+            raise ConfigError(f"--trial-loop {self.trial_loop!r} must be one of {', '.join(TRIAL_LOOPS)}")
         self.gpus_per_worker()  # validates --gpus-per-trial against the workers, --use-gpu
         validate_score_settings(self.score_share, self.score_classifier)
         if self.public is not None:
@@ -418,6 +423,7 @@ def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
         gpus_per_worker=gpus_per_worker or 1.0, cpus_per_worker=cpus_per_worker,
         score_share=prepared.score_share,
         score_classifier=request.score_classifier, public_validation=request.public_validation,
+        trial_loop=request.trial_loop,
     )
 
 

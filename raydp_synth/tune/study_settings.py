@@ -20,12 +20,17 @@ if TYPE_CHECKING:
 
     from raydp_synth.tune.search_space import SearchSpace
 
-__all__ = ["PUBLIC_SEARCH", "StudySettings"]
+__all__ = ["PUBLIC_SEARCH", "TRIAL_LOOPS", "StudySettings"]
 
 #: The ``selection`` of a search on data declared public (``--tune-on-public``,
 #: :mod:`raydp_synth.tune.public_search`): its trials ask no grant, their plans are
 #: single runs at the study's budget, and their score is not a private release.
 PUBLIC_SEARCH = "public-search"
+
+#: Where a trial runs its DP loop (``--trial-loop``): ``auto``, in the trial's own
+#: process for 1-worker trials and on Ray Train for more; ``ray-train``, on Ray Train
+#: always (for comparisons, bench/trial_overhead.py, and as an escape hatch).
+TRIAL_LOOPS = ("auto", "ray-train")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +70,7 @@ class StudySettings:
             it scores on public validation data).
         score_classifier: classifier trained on synthetic data for the score.
         public_validation: a dataset declared public to score on, or None.
+        trial_loop: where a trial runs its loop (:data:`TRIAL_LOOPS`).
     """
 
     study_name: str
@@ -87,8 +93,11 @@ class StudySettings:
     score_share: float
     score_classifier: str
     public_validation: str | None
+    trial_loop: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.trial_loop not in TRIAL_LOOPS:
+            raise ValueError(f"trial_loop={self.trial_loop!r} must be one of {TRIAL_LOOPS}")
         if not 0 < self.gpus_per_worker <= 1:
             raise ValueError(f"gpus_per_worker={self.gpus_per_worker} must be in (0, 1]: a "
                              "worker trains on one GPU or a share of one")

@@ -43,15 +43,11 @@ import torch
 from raydp_synth.errors import ConfigError
 from raydp_synth.tune.study_settings import PUBLIC_SEARCH, StudySettings
 
-__all__ = ["TRIAL_CHECKPOINT", "TRIAL_LOOP_ENV", "TRIAL_METRICS", "TRIAL_TIMING", "in_process",
+__all__ = ["TRIAL_CHECKPOINT", "TRIAL_METRICS", "TRIAL_TIMING", "in_process",
            "run_trial", "trial_resources", "trial_trainable"]
 
 TRIAL_CHECKPOINT = "trial.json"
 TRIAL_TIMING = "timing.json"
-#: ``ray-train`` runs every trial's loop on Ray Train (a 1-worker trial too); for
-#: comparisons (bench/trial_overhead.py) and as an escape hatch; read by the study's
-#: driver only.
-TRIAL_LOOP_ENV = "RAYDP_SYNTH_TRIAL_LOOP"
 REFUSED_SCORE = -math.inf
 
 #: The keys a trial reports to Tune itself (besides its workers' metrics, which the
@@ -65,9 +61,9 @@ TRIAL_METRICS = frozenset({"score", "granted", "invalid", "reason", "trial_epsil
 
 def in_process(study: StudySettings) -> bool:
     """Whether the study's trials run their loop in their own process: 1-worker
-    trials, unless ``RAYDP_SYNTH_TRIAL_LOOP=ray-train`` (read by the study's driver,
-    which passes the answer to every trial: :func:`trial_trainable`)."""
-    return study.workers == 1 and os.environ.get(TRIAL_LOOP_ENV, "") != "ray-train"
+    trials, unless ``--trial-loop ray-train`` (decided by the study's driver, which
+    passes the answer to every trial: :func:`trial_trainable`)."""
+    return study.workers == 1 and study.trial_loop != "ray-train"
 
 
 def trial_resources(study: StudySettings, *, loop_in_process: bool,

@@ -39,6 +39,15 @@ def test_noisy_sum_keeps_the_signal() -> None:
     assert_gaussian_std((noisy_sum(signal, noise_std=0.5, generator=gen) - signal).numpy(), 0.5)
 
 
+def test_noise_is_drawn_on_the_generators_device() -> None:
+    # CPU: the same draws as before noise followed the generator's device (bit for bit).
+    draws = noisy_sum(torch.zeros(50), noise_std=2.0, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(draws, torch.normal(0.0, 2.0, size=(50,), generator=torch.Generator().manual_seed(4)))
+    if torch.cuda.is_available():
+        gen = torch.Generator(device="cuda").manual_seed(4)
+        assert noisy_sum(torch.zeros(50, device="cuda"), noise_std=2.0, generator=gen).is_cuda
+
+
 def test_clipping_bounds_each_record() -> None:
     g = torch.randn(64, 1000) * torch.logspace(-3, 2, 64)[:, None]
     clipped = clip_per_record(g, max_norm=1.5)
@@ -89,6 +98,20 @@ def test_private_gradient_divides_by_expected_not_realised_batch() -> None:
 def test_clipped_sum_is_zero_for_an_empty_batch() -> None:
     out = clipped_sum([torch.zeros(0, 4, 2)], max_grad_norm=1.0, shapes=[torch.Size([4, 2])])
     assert out.shape == (8,) and torch.count_nonzero(out) == 0
+
+
+@pytest.mark.parametrize("topk", [1.0, 0.9])
+@pytest.mark.parametrize("sizes", [[(3, 4), (5,), (2, 2, 2)], [(40, 30), (1,), (77, 13), (500,)]])
+def test_clipped_sum_equals_clipping_the_concatenated_records(topk: float, sizes: list[tuple[int, ...]]) -> None:
+    gen = torch.Generator().manual_seed(len(sizes))
+    # Norms from well below to well above C: some records clipped, some not.
+    scale = torch.logspace(-2, 2, 16)
+    grads = [torch.randn(16, *s, generator=gen) * scale.view(-1, *[1] * len(s)) for s in sizes]
+    flat = torch.cat([g.flatten(1) for g in grads], dim=1)
+    reference = clip_per_record(topk_per_record(flat, fraction=topk), max_norm=1.3).sum(dim=0)
+    out = clipped_sum(grads, max_grad_norm=1.3, topk_fraction=topk)
+    assert out.shape == reference.shape
+    assert torch.allclose(out, reference, rtol=1e-5, atol=1e-6)
 
 
 def test_shards_partition_the_dataset() -> None:

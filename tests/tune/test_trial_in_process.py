@@ -9,18 +9,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from raydp_synth.tune.trial import TRIAL_LOOP_ENV, in_process, trial_resources
+from raydp_synth.tune.trial import in_process, trial_resources
 from tests.tune.test_study import TINY
 
 
-def _settings(workers: int, use_gpu: bool = False, gpus_per_worker: float = 1.0):
+def _settings(workers: int, use_gpu: bool = False, gpus_per_worker: float = 1.0,
+              trial_loop: str = "auto"):
     return SimpleNamespace(workers=workers, cpus_per_worker=0.6633, use_gpu=use_gpu,
-                           gpus_per_worker=gpus_per_worker)
+                           gpus_per_worker=gpus_per_worker, trial_loop=trial_loop)
 
 
-def test_a_one_worker_trial_holds_its_loops_resources_and_a_multi_worker_one_does_not(
-        monkeypatch) -> None:
-    monkeypatch.delenv(TRIAL_LOOP_ENV, raising=False)
+def test_a_one_worker_trial_holds_its_loops_resources_and_a_multi_worker_one_does_not() -> None:
     one, two = _settings(1), _settings(2)
     assert in_process(one) and not in_process(two)
     assert trial_resources(one, loop_in_process=True, driver_cpus=0.01) == {"CPU": 0.6733}
@@ -33,14 +32,13 @@ def test_a_one_worker_trial_holds_its_loops_resources_and_a_multi_worker_one_doe
     # Three concurrent trials' shares of 2 CPUs never add up to more than 2.
     third = SimpleNamespace(workers=1, cpus_per_worker=(2 - 3 * 0.01) / 3, use_gpu=False)
     assert 3 * trial_resources(third, loop_in_process=True, driver_cpus=0.01)["CPU"] <= 2
-    monkeypatch.setenv(TRIAL_LOOP_ENV, "ray-train")
-    assert not in_process(one)
+    assert not in_process(_settings(1, trial_loop="ray-train"))  # --trial-loop ray-train
 
 
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_one_worker_trial_trains_in_process_with_the_same_files_and_allowed_reports(
-        ray_local, tmp_path, monkeypatch) -> None:
+        ray_local, tmp_path) -> None:
     from ray._private import state
     from ray.tune.result import AUTO_RESULT_KEYS
 
@@ -52,7 +50,6 @@ def test_a_one_worker_trial_trains_in_process_with_the_same_files_and_allowed_re
         return {aid for aid, info in state.actors().items()
                 if info["ActorClassName"] == "RayTrainWorker"}
 
-    monkeypatch.delenv(TRIAL_LOOP_ENV, raising=False)
     before = train_workers()
     result = run_study(StudyRequest(method="dpaf", epsilon=6.0, delta=1e-5, trials=1,
                                     search_space=TINY, storage=tmp_path, name="in-process",
@@ -76,3 +73,12 @@ def test_a_one_worker_trial_trains_in_process_with_the_same_files_and_allowed_re
     assert len(results) >= 3  # the per-epoch reports reached Tune, then the score
     assert {key for r in results for key in r} <= allowed
     assert "score" in results[-1] and "g_loss" in results[-2]
+
+
+def test_the_trial_loop_is_a_validated_study_setting() -> None:
+    from raydp_synth.errors import ConfigError
+    from raydp_synth.tune.study import StudyRequest
+
+    assert StudyRequest(method="dpaf", epsilon=1.0, delta=1e-5).trial_loop == "auto"
+    with pytest.raises(ConfigError, match="--trial-loop 'ray_train' must be one of auto, ray-train"):
+        StudyRequest(method="dpaf", epsilon=1.0, delta=1e-5, trial_loop="ray_train")
