@@ -48,13 +48,26 @@ def test_zero_out_relation_prices_the_default_dpaf_plan_like_add_or_remove() -> 
     """n is published, so the relation is zero-out (REPLACE_SPECIAL); dp-accounting's
     RDP accountant prices the plan's Poisson-subsampled and one-shot Gaussians the
     same way under it as under ADD_OR_REMOVE_ONE, the relation every stated epsilon
-    is computed with."""
+    is computed with, and so does its PLD accountant (the stated epsilon is the
+    smaller of the two)."""
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from raydp_synth.privacy import pricing
+
     plan = _default_dpaf_plan()
     event = plan.event()
     zero_out = _epsilon(event, dpa.NeighboringRelation.REPLACE_SPECIAL)
     add_remove = _epsilon(event, dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
     assert zero_out == add_remove
-    assert zero_out == pytest.approx(plan.epsilon(), rel=1e-12)
+    pld = {}
+    for relation in (dpa.NeighboringRelation.REPLACE_SPECIAL,
+                     dpa.NeighboringRelation.ADD_OR_REMOVE_ONE):
+        accountant = pld_privacy_accountant.PLDAccountant(
+            neighboring_relation=relation, value_discretization_interval=pricing.PLD_INTERVAL)
+        accountant.compose(event)
+        pld[relation] = float(accountant.get_epsilon(1e-5))
+    assert len(set(pld.values())) == 1
+    assert plan.epsilon() == pytest.approx(min(zero_out, *pld.values()), rel=1e-12)
     assert any(isinstance(e, dpa.SelfComposedDpEvent) for e in event.events)  # subsampled steps
 
 
