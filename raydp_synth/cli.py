@@ -10,8 +10,9 @@ from typing import Any
 
 from raydp_synth.errors import ConfigError, UserError
 
-__all__ = ["add_data_arguments", "add_fid_weights_argument", "add_release_arguments",
-           "parse_settings", "release_overrides", "run_cli"]
+__all__ = ["add_console_arguments", "add_data_arguments", "add_fid_weights_argument",
+           "add_release_arguments", "configure_console_from", "parse_settings",
+           "release_overrides", "run_cli"]
 
 
 def parse_settings(items: Sequence[str]) -> dict[str, str]:
@@ -75,6 +76,24 @@ def add_fid_weights_argument(parser: argparse.ArgumentParser) -> None:
                         "is_inception, precision and recall (default: the torch hub cache's "
                         "copy if there; never downloaded; without it only the domain-CNN "
                         "fid_cnn and is_cnn)")
+
+
+def add_console_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--quiet`` / ``--verbose`` (train, tune, evaluate): see
+    :mod:`raydp_synth.runtime.console`."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", action="store_true",
+                       help="only warnings, errors and the results (no progress lines or bars)")
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="debug lines, and Ray's own INFO logs (default: Ray at WARNING)")
+
+
+def configure_console_from(args: argparse.Namespace) -> None:
+    """Set up the console at the verbosity of :func:`add_console_arguments`' options."""
+    from raydp_synth.runtime.console import Verbosity, configure_console
+
+    configure_console(Verbosity.QUIET if args.quiet
+                      else Verbosity.VERBOSE if args.verbose else Verbosity.DEFAULT)
 
 
 def release_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -14,7 +14,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from raydp_synth.cli import add_fid_weights_argument, run_cli
+from raydp_synth.cli import (
+    add_console_arguments,
+    add_fid_weights_argument,
+    configure_console_from,
+    run_cli,
+)
 from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS, DEFAULT_CLASSIFIERS
 
 __all__ = ["main"]
@@ -67,11 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_fid_weights_argument(parser)
     parser.add_argument("--device", default=None,
                         help="where sampling and the CNNs run (default: cuda if available)")
+    add_console_arguments(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_console_from(args)
     # Sample counts left None take the run's method's defaults (evaluate_run).
     import torch
 

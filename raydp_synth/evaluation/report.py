@@ -24,6 +24,7 @@ names that say their feature space:
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from raydp_synth.evaluation.inception import (
 )
 from raydp_synth.evaluation.metrics import frechet_distance, inception_score
 from raydp_synth.release.generator import TrainedGenerator
+from raydp_synth.runtime.console import progress
 
 __all__ = [
     "EVALUATION_FILE",
@@ -61,6 +63,8 @@ __all__ = [
     "run_checkpoints",
     "spread_checkpoints",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 EVALUATION_FILE = "evaluation.json"
 PLOT_FILE = "privacy_utility.png"
@@ -239,35 +243,57 @@ def evaluate_run(
     # Loaded before any figure is computed: a bad weights file stops here.
     inception = InceptionFeatures(weights, device=device) if weights is not None else None
     generator = generator.on(device)
-    features = feature_network(reference, seed=settings.seed, steps=settings.feature_steps,
-                               device=device)
-
-    final = evaluate_generator(generator, test, features, classifiers=settings.classifiers,
-                               num_synthetic=settings.num_synthetic, seed=settings.seed,
-                               device=device)
-    if inception is None:
-        inception_record: dict[str, Any] = {"available": False, "reason": missing_weights_note()}
-    else:
-        count = settings.inception_samples or settings.num_synthetic
-        synthetic, _ = generator.balanced(count, seed=settings.seed)
-        real = test.images
-        if len(real) > count:
-            pick = np.random.default_rng(settings.seed).choice(len(real), count, replace=False)
-            real = real[np.sort(pick)]
-        figures, record = inception_figures(synthetic, real, inception)
-        final.update(figures)
-        inception_record = {"available": True, **record}
-    curve = []
     checkpoints = spread_checkpoints(run_checkpoints(run_dir / run.get("checkpoints", "ray")),
                                      settings.curve_checkpoints)
-    for metrics, ckpt in checkpoints:
-        state = torch.load(ckpt / "state.pt", map_location="cpu")
-        point = evaluate_generator(generator.with_state(state["generator"]), test, features,
-                                   classifiers=(settings.curve_classifier,),
-                                   num_synthetic=settings.curve_synthetic, seed=settings.seed,
+    # Steps of the progress bar: the feature network, the final figures, the
+    # Inception figures, one per checkpoint of the curve.
+    steps = 2 + (inception is not None) + len(checkpoints)
+    _LOG.info(f"evaluating {run_dir.name}: {len(settings.classifiers)} CAS classifiers on "
+              f"{settings.num_synthetic} synthetic images, a {len(checkpoints)}-checkpoint "
+              f"curve on {device}")
+    with progress(steps, "evaluation") as bar:
+        def step(what: str) -> None:
+            # On a terminal the bar names the step; in a log (no bar), one line each.
+            bar.set_postfix_str(what)
+            _LOG.log(logging.INFO if bar.disable else logging.DEBUG,
+                     f"evaluation {bar.n + 1}/{steps}: {what}")
+
+        step(f"domain CNN on the {reference_name} ({settings.feature_steps} steps)")
+        features = feature_network(reference, seed=settings.seed, steps=settings.feature_steps,
                                    device=device)
-        curve.append({"epoch": metrics.get("epoch"), "step": metrics.get("step"),
-                      "epsilon_spent": metrics.get("epsilon_spent"), **point})
+        bar.update()
+        step(f"final figures ({', '.join(settings.classifiers)}, FID, IS)")
+        final = evaluate_generator(generator, test, features, classifiers=settings.classifiers,
+                                   num_synthetic=settings.num_synthetic, seed=settings.seed,
+                                   device=device)
+        bar.update()
+        if inception is None:
+            inception_record: dict[str, Any] = {"available": False,
+                                                "reason": missing_weights_note()}
+        else:
+            count = settings.inception_samples or settings.num_synthetic
+            step(f"Inception figures ({count} images)")
+            synthetic, _ = generator.balanced(count, seed=settings.seed)
+            real = test.images
+            if len(real) > count:
+                pick = np.random.default_rng(settings.seed).choice(len(real), count,
+                                                                   replace=False)
+                real = real[np.sort(pick)]
+            figures, record = inception_figures(synthetic, real, inception)
+            final.update(figures)
+            inception_record = {"available": True, **record}
+            bar.update()
+        curve = []
+        for index, (metrics, ckpt) in enumerate(checkpoints, 1):
+            step(f"curve checkpoint {index}/{len(checkpoints)}")
+            state = torch.load(ckpt / "state.pt", map_location="cpu")
+            point = evaluate_generator(generator.with_state(state["generator"]), test, features,
+                                       classifiers=(settings.curve_classifier,),
+                                       num_synthetic=settings.curve_synthetic,
+                                       seed=settings.seed, device=device)
+            curve.append({"epoch": metrics.get("epoch"), "step": metrics.get("step"),
+                          "epsilon_spent": metrics.get("epsilon_spent"), **point})
+            bar.update()
     privacy = json.loads((run_dir / "release" / "privacy.json").read_text())
     score_file = run_dir / "score.json"
     result: dict[str, Any] = {

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -51,6 +52,7 @@ from raydp_synth.release.bundle import (
     public_facts,
     validate_synthetic_samples,
 )
+from raydp_synth.runtime.console import ray_log_level, worker_env
 from raydp_synth.runtime.resources import check_gpus, scaling_config, threads_for, torch_backend
 from raydp_synth.train.worker import (
     CHECKPOINT_METRICS,
@@ -67,6 +69,8 @@ __all__ = [
     "fit_on_ray_train",
     "run_training",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 #: The file a Ray Train run's rank 0 writes its wall-clock stamps to (in the run's
 #: storage folder), read and removed by :func:`fit_on_ray_train`.
@@ -226,7 +230,7 @@ def fit_on_ray_train(
     1-worker trials onto one GPU: :func:`~raydp_synth.runtime.resources.worker_gpu_share`).
     """
     import ray
-    from ray.train import FailureConfig, RunConfig
+    from ray.train import FailureConfig, LoggingConfig, RunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     payload = _payload(method=method, config=config, data=data, plan=plan, dataset=dataset,
@@ -247,8 +251,14 @@ def fit_on_ray_train(
         torch_config=TorchConfig(backend=torch_backend(use_gpu)),
         # No automatic retries: a retried run would release its mechanisms again,
         # beyond its plan (the tuner charges every attempt explicitly instead).
-        run_config=RunConfig(name=name, storage_path=str(storage), callbacks=list(callbacks),
-                             failure_config=FailureConfig(max_failures=0)),
+        # (mypy reads ray.train's v1 RunConfig; Ray Train v2's, which runs, has these.)
+        run_config=RunConfig(  # type: ignore[call-arg]
+                             name=name, storage_path=str(storage), callbacks=list(callbacks),
+                             failure_config=FailureConfig(max_failures=0),
+                             # Ray Train's INFO lines ("Reporting training result ...")
+                             # only with --verbose; the workers get our verbosity.
+                             logging_config=LoggingConfig(log_level=ray_log_level()),
+                             worker_runtime_env={"env_vars": worker_env()}),
     )
     result = trainer.fit()
     if stamps is not None and timing_file.is_file():
@@ -404,16 +414,17 @@ def _run_training(request: TrainRequest) -> RunResult:
     # Bad input found while training (e.g. a worker that cannot read the data)
     # leaves nothing behind: the same command can be run again once it is fixed.
     try:
-        print(f"[raydp_synth] {method.name} on {request.dataset}: n={data.num_records}, "
-              f"{data.image_size}x{data.image_size}x{data.channels}, {data.num_classes} classes")
+        _LOG.info(f"{method.name} on {request.dataset}: n={data.num_records}, "
+                  f"{data.image_size}x{data.image_size}x{data.channels}, "
+                  f"{data.num_classes} classes")
         for m in plan.mechanisms:
-            print(f"[raydp_synth]   {m.name}: sigma={m.noise_multiplier:.4g} q={m.sample_rate} "
-                  f"steps={m.num_steps} sensitivity={m.sensitivity:.4g}")
+            _LOG.info(f"  {m.name}: sigma={m.noise_multiplier:.4g} q={m.sample_rate} "
+                      f"steps={m.num_steps} sensitivity={m.sensitivity:.4g}")
         if plan.private:
-            print(f"[raydp_synth]   plan epsilon={plan.epsilon():.4f} at delta={plan.delta:g} "
-                  f"(target {request.epsilon:g})")
+            _LOG.info(f"  plan epsilon={plan.epsilon():.4f} at delta={plan.delta:g} "
+                      f"(target {request.epsilon:g})")
         else:
-            print("[raydp_synth]   NON-PRIVATE reference run: no noise, epsilon = inf")
+            _LOG.info("  NON-PRIVATE reference run: no noise, epsilon = inf")
         (out / "run.json").write_text(json.dumps({
             "method": method.name, "dataset": request.dataset, "workers": request.workers,
             "use_gpu": request.use_gpu, "seed": request.seed, "public": declared,
@@ -469,6 +480,7 @@ def _run_training(request: TrainRequest) -> RunResult:
     if request.evaluate:
         from raydp_synth.evaluation.report import evaluate_run, format_table
 
+        _LOG.info("the curator's evaluation (CAS, FID, IS, privacy-utility curve)")
         evaluation = evaluate_run(out, splits=splits, settings=evaluation_settings(
             use_gpu=request.use_gpu, curve_checkpoints=request.curve_checkpoints,
             fid_weights=request.fid_weights))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -27,6 +28,7 @@ from raydp_synth.data import DataInfo, load_training_data
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.records import derived_seed
+from raydp_synth.runtime.console import configure_worker_console
 from raydp_synth.runtime.context import WorkerContext
 
 __all__ = [
@@ -39,6 +41,8 @@ __all__ = [
     "run_worker_loop",
     "train_loop_per_worker",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 CHECKPOINT_STATE = "state.pt"
 CHECKPOINT_METRICS = "metrics.json"
@@ -111,6 +115,8 @@ def run_worker_loop(payload: Mapping[str, Any], *, rank: int, world_size: int,
     (the DP loop's start and end: the phases around it are Ray's fixed overhead;
     see bench/trial_overhead.py).
     """
+    # The driver's verbosity, one handler: each progress line is printed once.
+    configure_worker_console()
     torch.set_num_threads(max(1, int(payload.get("threads_per_worker", 1))))
     method = get_method(payload["method"])
     data = DataInfo(**payload["data_info"])
@@ -135,7 +141,7 @@ def run_worker_loop(payload: Mapping[str, Any], *, rank: int, world_size: int,
         # On the loop's device: each release's noise is drawn there, not copied in.
         noise_generator=torch.Generator(device=device).manual_seed(derived_seed(dp_seed, "noise", rank)),
         report=reporter,
-        log=(lambda line: print(line, flush=True)) if rank == 0 else (lambda line: None),
+        log=_LOG.info if rank == 0 else (lambda line: None),
         dp_seed=dp_seed,
         public=public,
     )

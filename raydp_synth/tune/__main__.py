@@ -10,8 +10,10 @@ import argparse
 from pathlib import Path
 
 from raydp_synth.cli import (
+    add_console_arguments,
     add_data_arguments,
     add_release_arguments,
+    configure_console_from,
     parse_settings,
     release_overrides,
     run_cli,
@@ -82,11 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(--selection compose; no --resume; docs/budget-pricing.md)")
     add_data_arguments(parser)
     add_release_arguments(parser)
+    add_console_arguments(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_console_from(args)
     from raydp_synth.data.fetch import download_declared
     from raydp_synth.data.public import public_with_data_dir
     from raydp_synth.data.spec import with_data_dir, with_num_classes

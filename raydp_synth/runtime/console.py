@@ -1,0 +1,187 @@
+"""The console of the command-line tools: one logger, one format, Ray's chatter quiet.
+
+Every progress and diagnostic line of the project goes through the ``raydp_synth``
+logger (``logging.getLogger("raydp_synth")`` and its children) and is printed as
+``[raydp_synth] message``: INFO and DEBUG on standard output, WARNING and above on
+standard error. Results (the privacy statement, the evaluation table, ``budget``'s
+ledger) stay plain ``print`` on standard output and are not affected by verbosity.
+
+Three verbosities (``--quiet`` / default / ``--verbose``):
+
+================  ===============  ==========================================
+verbosity         ``raydp_synth``  Ray's loggers (``ray``, ``ray.train``, ...)
+================  ===============  ==========================================
+``quiet``         WARNING          WARNING, and no progress bars
+``default``       INFO             WARNING
+``verbose``       DEBUG            INFO (Ray's own default)
+================  ===============  ==========================================
+
+The same settings reach Ray's processes: the verbosity travels in the environment
+variable :data:`VERBOSITY_ENV` (set here, inherited by a local Ray cluster, and put
+in the job's and the Train workers' runtime environments by
+:func:`~raydp_synth.runtime.ray_session.ensure_ray` and the driver), and each of our
+worker loops calls :func:`configure_worker_console`. Ray Train's own log level is
+:func:`ray_log_level` (``RunConfig(logging_config=...)``).
+
+Why a worker's line used to print twice: Ray Train v2 replaces ``print`` in its
+workers with a function that, because a Ray worker's ``sys.stdout`` is Ray's log file
+and not ``sys.__stdout__``, both prints the line (to the worker's ``.out``) and logs it
+on the root logger (to its ``.err``), and the driver shows both files. Our loops log
+through the ``raydp_synth`` logger, whose one handler writes once and does not
+propagate to the root logger; and ``RAY_TRAIN_ENABLE_PRINT_PATCH=0`` (which Ray Train
+forwards from the driver to its controller and workers) turns that replacement off
+for any other ``print`` in a worker.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+__all__ = [
+    "LOGGER_NAME",
+    "RAY_LOGGERS",
+    "VERBOSITY_ENV",
+    "Verbosity",
+    "configure_console",
+    "configure_worker_console",
+    "current_verbosity",
+    "progress",
+    "quiet_ray_loggers",
+    "ray_log_level",
+    "worker_env",
+]
+
+#: The project's logger; modules log on ``logging.getLogger(__name__)`` below it.
+LOGGER_NAME = "raydp_synth"
+#: Ray's loggers kept at WARNING unless ``--verbose``.
+RAY_LOGGERS = ("ray", "ray.train", "ray.tune", "ray.data")
+#: The environment variable that carries the verbosity to child and Ray processes.
+VERBOSITY_ENV = "RAYDP_SYNTH_VERBOSITY"
+#: Ray Train's switch of its ``print`` replacement in workers (forwarded by Ray Train).
+PRINT_PATCH_ENV = "RAY_TRAIN_ENABLE_PRINT_PATCH"
+
+_PREFIX = "[raydp_synth] "
+
+
+class Verbosity(enum.Enum):
+    QUIET = "quiet"
+    DEFAULT = "default"
+    VERBOSE = "verbose"
+
+    @property
+    def level(self) -> int:
+        """The ``raydp_synth`` logger's level."""
+        return {Verbosity.QUIET: logging.WARNING, Verbosity.DEFAULT: logging.INFO,
+                Verbosity.VERBOSE: logging.DEBUG}[self]
+
+    @property
+    def ray_level(self) -> int:
+        """The level of Ray's loggers."""
+        return logging.INFO if self is Verbosity.VERBOSE else logging.WARNING
+
+
+class _ConsoleHandler(logging.Handler):
+    """``[raydp_synth] message``: below WARNING to ``sys.stdout``, else ``sys.stderr``,
+    both looked up when a record is written (so pytest's capture and a redirected
+    stream see it). While a progress bar is drawn, lines go through ``tqdm.write`` so
+    the bar is not broken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter(_PREFIX + "%(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+            if record.levelno >= logging.WARNING and not record.getMessage().startswith(
+                    ("warning", "error")):
+                text = text.replace(_PREFIX, _PREFIX + record.levelname.lower() + ": ", 1)
+            stream: IO[str] = sys.stderr if record.levelno >= logging.WARNING else sys.stdout
+            tqdm = sys.modules.get("tqdm")
+            if tqdm is not None and getattr(tqdm.tqdm, "_instances", None):
+                tqdm.tqdm.write(text, file=stream)
+            else:
+                stream.write(text + "\n")
+            stream.flush()
+        except Exception:  # noqa: BLE001 - logging's contract: never raise
+            self.handleError(record)
+
+
+def current_verbosity() -> Verbosity:
+    """The verbosity of this process: :data:`VERBOSITY_ENV`'s (default: ``default``)."""
+    try:
+        return Verbosity(os.environ.get(VERBOSITY_ENV, Verbosity.DEFAULT.value))
+    except ValueError:
+        return Verbosity.DEFAULT
+
+
+def _install(verbosity: Verbosity) -> None:
+    logger = logging.getLogger(LOGGER_NAME)
+    for handler in [h for h in logger.handlers if isinstance(h, _ConsoleHandler)]:
+        logger.removeHandler(handler)
+    logger.addHandler(_ConsoleHandler())
+    logger.setLevel(verbosity.level)
+    # One handler, one line: never again through a root handler (Ray Train's).
+    logger.propagate = False
+
+
+def configure_console(verbosity: Verbosity = Verbosity.DEFAULT) -> None:
+    """Set up this process's console for a command-line tool (call once, after parsing).
+
+    Installs the one handler of the ``raydp_synth`` logger at ``verbosity``'s level,
+    records the verbosity in the environment for Ray's processes, turns off Ray
+    Train's ``print`` replacement in workers (unless the user set it), and sets Ray's
+    loggers if Ray is already imported (:func:`quiet_ray_loggers`)."""
+    os.environ[VERBOSITY_ENV] = verbosity.value
+    os.environ.setdefault(PRINT_PATCH_ENV, "0")
+    _install(verbosity)
+    if "ray" in sys.modules:
+        quiet_ray_loggers()
+
+
+def configure_worker_console() -> None:
+    """In a Ray worker or trial process: the driver's verbosity (from the environment)
+    for the ``raydp_synth`` logger, with its one handler (idempotent)."""
+    _install(current_verbosity())
+
+
+def quiet_ray_loggers() -> None:
+    """Ray's loggers at :func:`ray_log_level` in this process (call after ``import ray``:
+    importing it sets ``ray`` to INFO)."""
+    for name in RAY_LOGGERS:
+        logging.getLogger(name).setLevel(current_verbosity().ray_level)
+
+
+def ray_log_level() -> str:
+    """The level name of Ray's loggers (``WARNING`` unless verbose), e.g. for
+    ``ray.train.LoggingConfig`` and ``ray.init``."""
+    return logging.getLevelName(current_verbosity().ray_level)
+
+
+def worker_env() -> dict[str, str]:
+    """Environment variables that carry the console settings to Ray's processes."""
+    return {VERBOSITY_ENV: current_verbosity().value,
+            PRINT_PATCH_ENV: os.environ.get(PRINT_PATCH_ENV, "0")}
+
+
+@contextmanager
+def progress(total: int, description: str, *, unit: str = "step") -> Iterator[Any]:
+    """A progress bar of ``total`` steps on standard error (``bar.update()`` per step,
+    ``bar.set_postfix_str(...)`` to name the step). Hidden with ``--quiet``, and
+    when standard error is not a terminal (a log file or a Ray job's output gets no
+    bar, only the log lines)."""
+    from tqdm import tqdm
+
+    disable: bool | None = True if current_verbosity() is Verbosity.QUIET else None
+    bar = tqdm(total=total, desc=description, unit=unit, disable=disable, leave=False,
+               file=sys.stderr, dynamic_ncols=True)
+    try:
+        yield bar
+    finally:
+        bar.close()
