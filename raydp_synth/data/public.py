@@ -20,6 +20,7 @@ training splits of neighbouring datasets are neighbouring or equal.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -47,6 +48,8 @@ __all__ = [
     "public_records",
     "public_with_data_dir",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 _FRACTION = ":fraction="
 _PUBLIC_PERSON = b"raydp-public-v1"
@@ -187,8 +190,8 @@ def effective_public(method: Any, dataset: str, public: str | None) -> str | Non
         return public
     default = method.default_public.get(str(parse_dataset_spec(dataset)))
     if default is not None:
-        print(f"[raydp_synth] {method.name}: no public data declared; using the documented "
-              f"default declaration {default} (see README)")
+        _LOG.info(f"{method.name}: no public data declared; using the documented "
+                  f"default declaration {default} (see README)")
     return default
 
 

@@ -16,6 +16,10 @@ verbosity         ``raydp_synth``  Ray's loggers (``ray``, ``ray.train``, ...)
 ``verbose``       DEBUG            INFO (Ray's own default)
 ================  ===============  ==========================================
 
+Ray Train's ``Reporting training result N: TrainingReport(...)`` line is logged at
+INFO on a logger named by its module's file (:data:`RAY_FILE_LOGGERS`), outside the
+``ray`` tree: it is set with Ray's loggers, in the driver and in each worker loop.
+
 The same settings reach Ray's processes: the verbosity travels in the environment
 variable :data:`VERBOSITY_ENV` (set here, inherited by a local Ray cluster, and put
 in the job's and the Train workers' runtime environments by
@@ -54,6 +58,7 @@ __all__ = [
     "progress",
     "quiet_ray_loggers",
     "ray_log_level",
+    "tune_verbosity",
     "worker_env",
 ]
 
@@ -61,6 +66,10 @@ __all__ = [
 LOGGER_NAME = "raydp_synth"
 #: Ray's loggers kept at WARNING unless ``--verbose``.
 RAY_LOGGERS = ("ray", "ray.train", "ray.tune", "ray.data")
+#: Ray modules that log on a logger named by their *file* (``getLogger(__file__)``),
+#: outside ``ray``'s tree: Ray Train's ``Reporting training result N: ...`` line, at
+#: INFO on each report of each worker.
+RAY_FILE_LOGGERS = ("ray.train.v2._internal.execution.context",)
 #: The environment variable that carries the verbosity to child and Ray processes.
 VERBOSITY_ENV = "RAYDP_SYNTH_VERBOSITY"
 #: Ray Train's switch of its ``print`` replacement in workers (forwarded by Ray Train).
@@ -147,8 +156,22 @@ def configure_console(verbosity: Verbosity = Verbosity.DEFAULT) -> None:
 
 def configure_worker_console() -> None:
     """In a Ray worker or trial process: the driver's verbosity (from the environment)
-    for the ``raydp_synth`` logger, with its one handler (idempotent)."""
+    for the ``raydp_synth`` logger, with its one handler, and Ray's report lines at
+    :func:`ray_log_level` (idempotent)."""
     _install(current_verbosity())
+    _quiet_ray_file_loggers()
+
+
+def _quiet_ray_file_loggers() -> None:
+    import importlib.util
+
+    for module in RAY_FILE_LOGGERS:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):  # another Ray version: nothing to quiet
+            continue
+        if spec is not None and spec.origin:
+            logging.getLogger(spec.origin).setLevel(current_verbosity().ray_level)
 
 
 def quiet_ray_loggers() -> None:
@@ -156,12 +179,19 @@ def quiet_ray_loggers() -> None:
     importing it sets ``ray`` to INFO)."""
     for name in RAY_LOGGERS:
         logging.getLogger(name).setLevel(current_verbosity().ray_level)
+    _quiet_ray_file_loggers()
 
 
 def ray_log_level() -> str:
     """The level name of Ray's loggers (``WARNING`` unless verbose), e.g. for
     ``ray.train.LoggingConfig`` and ``ray.init``."""
     return logging.getLevelName(current_verbosity().ray_level)
+
+
+def tune_verbosity() -> int:
+    """Ray Tune's ``RunConfig(verbose=...)``: 0 (silent) with ``--quiet``, 1 (the
+    trial table, Tune's default) by default, 2 (every trial result) with ``--verbose``."""
+    return {Verbosity.QUIET: 0, Verbosity.DEFAULT: 1, Verbosity.VERBOSE: 2}[current_verbosity()]
 
 
 def worker_env() -> dict[str, str]:

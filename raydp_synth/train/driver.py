@@ -480,7 +480,6 @@ def _run_training(request: TrainRequest) -> RunResult:
     if request.evaluate:
         from raydp_synth.evaluation.report import evaluate_run, format_table
 
-        _LOG.info("the curator's evaluation (CAS, FID, IS, privacy-utility curve)")
         evaluation = evaluate_run(out, splits=splits, settings=evaluation_settings(
             use_gpu=request.use_gpu, curve_checkpoints=request.curve_checkpoints,
             fid_weights=request.fid_weights))

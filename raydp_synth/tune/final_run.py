@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from raydp_synth.runtime.console import tune_verbosity
 from raydp_synth.tune.study_settings import StudySettings
 
 __all__ = ["FINAL_EXPERIMENT", "final_run_settings", "run_final"]
@@ -60,5 +61,6 @@ def run_final(study: StudySettings, config: Mapping[str, Any], *, driver_cpus: f
         param_space=dict(config),
         tune_config=tune.TuneConfig(scheduler=FIFOScheduler(), num_samples=1),
         run_config=tune.RunConfig(name=FINAL_EXPERIMENT, storage_path=str(study.study_dir),
-                                  failure_config=tune.FailureConfig(max_failures=0)),
+                                  failure_config=tune.FailureConfig(max_failures=0),
+                                  verbose=tune_verbosity()),
     ).fit()

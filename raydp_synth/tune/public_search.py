@@ -24,13 +24,17 @@ hyperparameters. Utility is only as good as DATASET's resemblance to the sensiti
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import BudgetExhausted, ConfigError, DataError
+from raydp_synth.runtime.console import tune_verbosity
 from raydp_synth.tune.study_settings import PUBLIC_SEARCH, StudySettings
+
+_LOG = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from raydp_synth.data import DataInfo
@@ -210,18 +214,19 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     limited = ConcurrencyLimiter(_final_results_only(searcher),
                                  max_concurrent=request.max_concurrent)
-    print(f"[raydp_synth] phase 1: {request.trials} trials on the public data {search.dataset} "
+    _LOG.info(f"phase 1: {request.trials} trials on the public data {search.dataset} "
           "(no privacy cost)")
     grid = tune.Tuner(
         trial_trainable(public_search_settings(study, search), driver_cpus=driver_cpus),
         tune_config=tune.TuneConfig(search_alg=limited, scheduler=FIFOScheduler(),
                                     num_samples=request.trials),
         run_config=tune.RunConfig(name=PUBLIC_EXPERIMENT, storage_path=str(study.study_dir),
-                                  failure_config=tune.FailureConfig(max_failures=0)),
+                                  failure_config=tune.FailureConfig(max_failures=0),
+                                  verbose=tune_verbosity()),
     ).fit()
     trial_id, config, score = _best_public_trial(grid)
     granted = len(ray.get(accountant.granted_events.remote()))
-    print(f"[raydp_synth] phase 2: the config of public trial {trial_id} (public score "
+    _LOG.info(f"phase 2: the config of public trial {trial_id} (public score "
           f"{score:.4f}), one run on the sensitive data with the budget left")
     # No private score: the final run is released whatever it scores; it scores on
     # public data (free) for the record.

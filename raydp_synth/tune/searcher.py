@@ -5,6 +5,7 @@ Imported only when a study starts (it needs Ray Tune).
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -12,6 +13,8 @@ import ray
 from ray.tune.search import Searcher
 
 from raydp_synth.accountant import get_accountant
+
+_LOG = logging.getLogger(__name__)
 
 __all__ = ["MAX_UNGRANTED_IN_A_ROW", "BudgetAwareSearch"]
 
@@ -42,10 +45,10 @@ class BudgetAwareSearch(Searcher):
         status = ray.get(get_accountant(self.study_name).status.remote())
         if not status["can_grant"]:
             if status.get("ledger_error"):
-                print(f"[raydp_synth] stopping the search: {status['ledger_error']}")
+                _LOG.warning(f"stopping the search: {status['ledger_error']}")
             return Searcher.FINISHED
         if self.ungranted_in_a_row >= MAX_UNGRANTED_IN_A_ROW:
-            print(f"[raydp_synth] {self.ungranted_in_a_row} trials in a row ended without a "
+            _LOG.warning(f"{self.ungranted_in_a_row} trials in a row ended without a "
                   "grant (see their errors); stopping the search")
             return Searcher.FINISHED
         return self.inner.suggest(trial_id)

@@ -19,6 +19,7 @@ every grant (docs/budget-pricing.md, section 6).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import secrets
@@ -31,7 +32,10 @@ from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
+from raydp_synth.runtime.console import tune_verbosity
 from raydp_synth.tune.study_settings import TRIAL_LOOPS, StudySettings
+
+_LOG = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from raydp_synth.data import DataInfo
@@ -233,17 +237,17 @@ def _run_study(request: StudyRequest) -> StudyResult:
         optional=request.gpus_per_trial is not None and not request.use_gpu,
         cluster_gpus=ray.cluster_resources().get("GPU", 0))
     if note is not None:
-        print(f"[raydp_synth] note: {note}")
+        _LOG.info(f"note: {note}")
     accountant = _start_accountant(request, prepared)
     settings = _study_settings(request, prepared, total_cpus=total_cpus,
                                gpus_per_worker=gpus_per_worker)
     tuner = None if prepared.public_search else _tuner(request, prepared, settings, accountant)
-    print(f"[raydp_synth] study {prepared.name}: {prepared.method.name} on {request.dataset}, "
+    _LOG.info(f"study {prepared.name}: {prepared.method.name} on {request.dataset}, "
           f"epsilon={request.epsilon:g} delta={request.delta:g} for the whole search "
           f"({request.selection}, "
           f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)"
           if prepared.public_search is None else
-          f"[raydp_synth] study {prepared.name}: {prepared.method.name}, {request.trials} trials "
+          f"study {prepared.name}: {prepared.method.name}, {request.trials} trials "
           f"on the public {request.tune_on_public}, then one run on {request.dataset} at "
           f"epsilon={request.epsilon:g} delta={request.delta:g}")
     extra = None
@@ -353,7 +357,7 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
             seed=request.seed)
         space = public_search.space  # the space searched (fitted to the public data)
     for note in space.notes:
-        print(f"[raydp_synth] search space: {note}")
+        _LOG.info(f"search space: {note}")
     return _PreparedStudy(name=name, study_dir=study_dir, method=method, data=data,
                           public=declared, space=space, default=default, reference=reference,
                           score_share=score_share, public_search=public_search)
@@ -475,7 +479,8 @@ def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any, searcher:
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
                                     num_samples=num_samples),
         run_config=tune.RunConfig(name=experiment, storage_path=str(study_dir),
-                                  failure_config=tune.FailureConfig(max_failures=0)),
+                                  failure_config=tune.FailureConfig(max_failures=0),
+                                  verbose=tune_verbosity()),
     )
 
 
@@ -576,7 +581,7 @@ def _restored_tuner(study_dir: Path, trainable: Any) -> Any:
     if not experiments or not tune.Tuner.can_restore(experiments[-1]) \
             or not any(experiments[-1].glob("experiment_state*.json")):
         return None
-    print(f"[raydp_synth] resuming Tune experiment {experiments[-1]}")
+    _LOG.info(f"resuming Tune experiment {experiments[-1]}")
     return tune.Tuner.restore(str(experiments[-1]), trainable=trainable,
                               resume_unfinished=True, resume_errored=False,
                               restart_errored=False)
