@@ -252,11 +252,13 @@ def evaluate_run(
               f"{settings.num_synthetic} synthetic images, a {len(checkpoints)}-checkpoint "
               f"curve on {device}")
     with progress(steps, "evaluation") as bar:
+        started = iter(range(1, steps + 1))
+
         def step(what: str) -> None:
             # On a terminal the bar names the step; in a log (no bar), one line each.
             bar.set_postfix_str(what)
             _LOG.log(logging.INFO if bar.disable else logging.DEBUG,
-                     f"evaluation {bar.n + 1}/{steps}: {what}")
+                     f"evaluation {next(started)}/{steps}: {what}")
 
         step(f"domain CNN on the {reference_name} ({settings.feature_steps} steps)")
         features = feature_network(reference, seed=settings.seed, steps=settings.feature_steps,

@@ -115,6 +115,10 @@ def test_evaluate_cli_prints_the_table_and_writes_json_and_plot(run_dir, capsys)
     printed = capsys.readouterr().out
     for needle in ("cas_logreg", "cas_mlp", "cas_cnn", "fid_cnn", "is_cnn", "epsilon="):
         assert needle in printed
+    # No terminal (pytest's capture): no bar, one progress line per step instead.
+    steps = [line for line in printed.splitlines() if line.startswith("[raydp_synth] evaluation ")]
+    assert [line.split(":")[0] for line in steps] == [
+        f"[raydp_synth] evaluation {i}/4" for i in range(1, 5)]
     # No Inception weights (the tests' torch hub cache is empty): one line says so.
     assert [line for line in printed.splitlines() if "--fid-weights" in line] == [
         "  note: " + missing_weights_note()]
