@@ -16,6 +16,8 @@ verbosity         ``raydp_synth``  Ray's loggers (``ray``, ``ray.train``, ...)
 ``verbose``       DEBUG            INFO (Ray's own default)
 ================  ===============  ==========================================
 
+Optuna's logger is set with Ray's.
+
 Ray Train's ``Reporting training result N: TrainingReport(...)`` line is logged at
 INFO on a logger named by its module's file (:data:`RAY_FILE_LOGGERS`), outside the
 ``ray`` tree: it is set with Ray's loggers, in the driver and in each worker loop.
@@ -156,10 +158,11 @@ def configure_console(verbosity: Verbosity = Verbosity.DEFAULT) -> None:
 
 def configure_worker_console() -> None:
     """In a Ray worker or trial process: the driver's verbosity (from the environment)
-    for the ``raydp_synth`` logger, with its one handler, and Ray's report lines at
-    :func:`ray_log_level` (idempotent)."""
+    for the ``raydp_synth`` logger, with its one handler, and Ray's loggers there
+    (e.g. a trial's "Checkpoint successfully created" line) at :func:`ray_log_level`
+    (idempotent)."""
     _install(current_verbosity())
-    _quiet_ray_file_loggers()
+    quiet_ray_loggers()
 
 
 def _quiet_ray_file_loggers() -> None:
@@ -176,10 +179,16 @@ def _quiet_ray_file_loggers() -> None:
 
 def quiet_ray_loggers() -> None:
     """Ray's loggers at :func:`ray_log_level` in this process (call after ``import ray``:
-    importing it sets ``ray`` to INFO)."""
+    importing it sets ``ray`` to INFO), and Optuna's (its "A new study created" line)
+    if it is imported (its first use would set it to INFO again)."""
+    level = current_verbosity().ray_level
     for name in RAY_LOGGERS:
-        logging.getLogger(name).setLevel(current_verbosity().ray_level)
+        logging.getLogger(name).setLevel(level)
     _quiet_ray_file_loggers()
+    if "optuna" in sys.modules:
+        import optuna
+
+        optuna.logging.set_verbosity(level)
 
 
 def ray_log_level() -> str:

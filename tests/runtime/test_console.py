@@ -41,7 +41,7 @@ def _restore_console(monkeypatch):
     monkeypatch.delenv(PRINT_PATCH_ENV, raising=False)
     from ray.train.v2._internal.execution import context
 
-    names = (LOGGER_NAME, *RAY_LOGGERS, context.logger.name)
+    names = (LOGGER_NAME, *RAY_LOGGERS, context.logger.name, "optuna")
     saved = {name: (logging.getLogger(name).level, list(logging.getLogger(name).handlers),
                     logging.getLogger(name).propagate) for name in names}
     yield
@@ -79,6 +79,7 @@ def test_quiet_and_verbose_together_are_a_usage_error(capsys) -> None:
 
 
 def test_ray_loggers_are_at_warning_unless_verbose() -> None:
+    import optuna
     import ray  # noqa: F401 - importing Ray sets its logger to INFO; the console undoes it
 
     configure_console(Verbosity.DEFAULT)
@@ -89,6 +90,7 @@ def test_ray_loggers_are_at_warning_unless_verbose() -> None:
     from ray.train.v2._internal.execution import context
 
     assert context.logger.getEffectiveLevel() == logging.WARNING
+    assert optuna.logging.get_verbosity() == logging.WARNING  # "A new study created ..."
     configure_console(Verbosity.QUIET)
     assert logging.getLogger("ray.train").getEffectiveLevel() == logging.WARNING
     assert tune_verbosity() == 0
