@@ -421,20 +421,30 @@ def _subsampled_plans(request: StudyRequest, method: Method, data: DataInfo, spa
 
     q = request.tune_fraction
     settings = {**space.fixed, "seed": request.seed}
-    reference = subsampled_reference_plan(
-        method, subset_config(method, settings, data, q), subset_data(data, q),
-        target_epsilon=request.tune_share * request.epsilon, delta=request.delta,
-        mean_trials=float(request.trials), shape=shape, tune_fraction=q,
-        score_share=score_share)
+    try:
+        reference = subsampled_reference_plan(
+            method, subset_config(method, settings, data, q), subset_data(data, q),
+            target_epsilon=request.tune_share * request.epsilon, delta=request.delta,
+            mean_trials=float(request.trials), shape=shape, tune_fraction=q,
+            score_share=score_share)
+    except ConfigError as err:
+        raise ConfigError(f"--selection subsampled: the tuning phase's share "
+                          f"{request.tune_share:g} of epsilon {request.epsilon:g} cannot pay for "
+                          f"mean {request.trials} trials on q={q:g} of the data ({err})") from None
     curve = amplified_tuning_rdp(reference.event(), mean=float(request.trials), shape=shape,
                                  tune_fraction=q)
     tuning_epsilon = epsilon_from_rdp(curve, request.delta)
     if not tuning_epsilon < request.epsilon:
         raise ConfigError(f"--selection subsampled: the tuning phase alone would cost epsilon "
                           f"{tuning_epsilon:.4g} of {request.epsilon:g}; lower --tune-share")
-    final = plan_for_subsampled_final(
-        method, method.make_config(settings, data), data, tuning_rdp=tuple(curve),
-        target_epsilon=request.epsilon, delta=request.delta, score_share=score_share)
+    try:
+        final = plan_for_subsampled_final(
+            method, method.make_config(settings, data), data, tuning_rdp=tuple(curve),
+            target_epsilon=request.epsilon, delta=request.delta, score_share=score_share)
+    except ConfigError as err:
+        raise ConfigError(f"--selection subsampled: what the tuning phase leaves of epsilon "
+                          f"{request.epsilon:g} cannot pay for the final run ({err}); lower "
+                          "--tune-share or raise --epsilon") from None
     print(f"[raydp_synth] subsampled tuning: tuning phase epsilon {tuning_epsilon:.4f} "
           f"(q={q:g}, mean {request.trials} trials, amplified), the default config's final run "
           f"{final.epsilon():.4f} alone, {request.epsilon:g} composed")

@@ -172,6 +172,7 @@ def test_trial_configs_are_scaled_to_the_subset_and_the_final_config_back(tmp_pa
     (["--tune-on-public", "folder:/x"], "choose one"),
     (["--sampler", "tpe"], "--sampler random"),
     (["--sampler", "dp-hypo", "--hypo-c", "2"], "--sampler random"),
+    (["--epsilon", "0.05"], "cannot pay for mean 8 trials"),  # checked before Ray starts
 ])
 def test_subsampled_refusals_are_one_line_before_anything_is_written(
         argv, needle, capsys, tmp_path) -> None:
@@ -187,3 +188,54 @@ def test_subsampled_refusals_are_one_line_before_anything_is_written(
     with pytest.raises(ConfigError):
         StudyRequest(method="dpaf", epsilon=1.0, delta=1e-5, selection="subsampled",
                      sampler="random", tune_fraction=math.nan)
+
+
+@pytest.mark.slow
+def test_planned_tuning_trials_and_final_run_are_granted_within_the_total() -> None:
+    """The planners the study and its trials run, against the accountant's core:
+    a tuning trial of another config is dominated by E_ref, the default config's
+    final run fits the variant-1 total exactly, a less noised one is refused."""
+    from dataclasses import replace
+
+    from raydp_synth.accountant.core import (
+        REASON_BUDGET,
+        StudyBudget,
+        StudySettings,
+        new_study_header,
+    )
+    from raydp_synth.methods import get_method
+    from raydp_synth.methods.base import DataInfo
+    from raydp_synth.privacy.events import event_to_json
+    from raydp_synth.tune.planning import (
+        plan_dominated_by,
+        plan_for_subsampled_final,
+        subsampled_reference_plan,
+    )
+    from raydp_synth.tune.subsampled_search import subset_config, subset_data
+
+    data = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
+    dpaf, q, eps = get_method("dpaf"), 0.25, 5.0
+    small = {"epochs": 2, "classifier_epochs": 0.5, "base_width": 4}
+    reference = subsampled_reference_plan(
+        dpaf, subset_config(dpaf, small, data, q), subset_data(data, q), target_epsilon=1.0,
+        delta=1e-5, mean_trials=2.0, shape=1.0, tune_fraction=q, score_share=0.2)
+    settings = StudySettings(epsilon=eps, delta=1e-5, mode="subsampled", trials=2,
+                             distribution="geometric", tune_fraction=q,
+                             reference_event=event_to_json(reference.event()))
+    budget = StudyBudget(settings, new_study_header(settings, name="s") | {"trial_count": 1})
+    trial = plan_dominated_by(dpaf, subset_config(dpaf, {**small, "mu": 2}, data, q),
+                              subset_data(data, q), reference_event=reference.event(),
+                              delta=1e-5, score_share=0.2)
+    budget.record(budget.decide("t", event_to_json(trial.event())))
+    assert budget.subsampled_epsilons()["tuning"] == pytest.approx(1.0, rel=2e-3)
+    final = plan_for_subsampled_final(dpaf, dpaf.make_config(small, data), data,
+                                      tuning_rdp=tuple(settings.tuning_rdp()), target_epsilon=eps,
+                                      delta=1e-5, score_share=0.2)
+    louder = replace(final, mechanisms=tuple(replace(m, noise_multiplier=m.noise_multiplier * 0.97)
+                                             for m in final.mechanisms))
+    refused = budget.decide("f0", event_to_json(louder.event()), final=True)
+    assert not refused.granted and refused.reason.startswith(REASON_BUDGET)
+    granted = budget.decide("f", event_to_json(final.event()), final=True)
+    assert granted.granted
+    budget.record(granted)
+    assert 0.99 * eps <= budget.statement()["epsilon"] <= eps
