@@ -220,7 +220,9 @@ def fit_on_ray_train(
     checkpoint's state and the metrics history.
 
     The plan must already be granted (the caller's job). The secret ``dp_seed``
-    reaches the workers through the object store, never in a persisted config.
+    reaches the workers through the object store, never in a persisted config; so
+    does ``train_subset`` (subsampled tuning's secret indices into the training
+    split of ``source_records`` records: the loop reads only those).
     ``stamps``, if given, gets rank 0's wall-clock stamps (``worker_start``,
     ``loop_start``, ``loop_end``, ``worker_end``) when the run's storage is shared
     with rank 0's node.
