@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -340,6 +340,8 @@ def write_parquet(
     images_uint8: np.ndarray,
     labels: np.ndarray,
     class_names: Sequence[str],
+    *,
+    metadata: Mapping[str, str] | None = None,
 ) -> None:
     """Write images and labels as a Parquet file that :func:`load_parquet_raw` reads.
 
@@ -354,6 +356,8 @@ def write_parquet(
         images_uint8: ``uint8 [N, C, H, W]`` images with ``C`` in ``{1, 3}``.
         labels: Integer labels ``[N]`` in ``[0, len(class_names))``.
         class_names: One unique name per class.
+        metadata: More schema metadata (e.g. how the rows were drawn), under keys
+            other than the class-name keys.
 
     Raises:
         DataError: If the inputs are malformed or the file cannot be written.
@@ -376,10 +380,13 @@ def write_parquet(
     if len(raw) == 0:
         raise DataError(f"{text}: no images to write; pass at least one image")
     hf_info = {"info": {"features": hugging_face_features(raw.class_names)}}
+    extra = {key.encode("utf-8"): value.encode("utf-8") for key, value in (metadata or {}).items()}
+    if CLASS_NAMES_KEY in extra or _HF_KEY in extra:
+        raise DataError(f"{text}: metadata may not replace the class-name keys")
     schema = pa.schema(
         [(IMAGE_COLUMN, HF_IMAGE_TYPE), (LABEL_COLUMN, pa.int64())],
         metadata={CLASS_NAMES_KEY: json.dumps(list(raw.class_names)).encode("utf-8"),
-                  _HF_KEY: json.dumps(hf_info).encode("utf-8")},
+                  _HF_KEY: json.dumps(hf_info).encode("utf-8"), **extra},
     )
     table = pa.table(
         {

@@ -50,6 +50,7 @@ __all__ = [
     "NEIGHBOURING_RELATION",
     "RECORDED_DISTRIBUTIONS",
     "SAMPLES_FILE",
+    "SYNTHETIC_FILE",
     "privacy_statement",
     "public_data_note",
     "public_facts",
@@ -61,12 +62,15 @@ __all__ = [
     "validate_synthetic_samples",
     "write_release",
     "write_sample_figure",
+    "write_synthetic_parquet",
 ]
 
 #: The distributions whose versions ``privacy.json`` records.
 RECORDED_DISTRIBUTIONS = ("raydp_synth", "torch", "opacus", "dp-accounting")
 #: The sample grid's file in ``release/``.
 SAMPLES_FILE = "samples.png"
+#: The synthetic dataset's file in ``release/``.
+SYNTHETIC_FILE = "synthetic.parquet"
 
 #: Rows of ``synthetic.parquet`` unless the user chooses (``--synthetic-samples``):
 #: a fixed number, not n (the size of a release is the user's choice, not a
@@ -196,6 +200,25 @@ def release_provenance(method: str, *, now: datetime | None = None) -> dict[str,
     created = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     return {"method": method, "software": software_versions(),
             "created": created.isoformat(timespec="seconds").replace("+00:00", "Z")}
+
+
+def write_synthetic_parquet(path: str | Path, generator: TrainedGenerator, *, count: int,
+                            seed: int, metadata: dict[str, str] | None = None) -> None:
+    """``count`` synthetic images from ``generator``, labels cycling over its declared
+    classes (balanced), latents from the public ``seed``, written as Parquet in the
+    Hugging Face image layout (:func:`~raydp_synth.data.parquet.write_parquet`).
+
+    Post-processing of the (DP) generator: reads no data and costs no privacy
+    budget. The release's ``synthetic.parquet`` and ``python -m raydp_synth.sample``
+    both write through here.
+
+    Raises:
+        ConfigError: ``count`` is not a whole number >= 1.
+    """
+    validate_synthetic_samples(count)
+    images, labels = generator.balanced(count, seed=seed)
+    write_parquet(path, _to_uint8(torch.as_tensor(images)), labels, list(generator.class_names),
+                  metadata=metadata)
 
 
 def validate_synthetic_samples(count: int) -> None:
@@ -343,9 +366,8 @@ def write_release(
     caption = sample_caption(statement, generator.method.name)
     figure = sample_figure(_to_uint8(grid), names, caption=caption)
     write_sample_figure(release_dir / SAMPLES_FILE, figure, caption=caption, class_names=names)
-    images, labels = generator.balanced(num_synthetic, seed=seed + 1)
-    write_parquet(release_dir / "synthetic.parquet", _to_uint8(torch.as_tensor(images)), labels,
-                  list(generator.class_names))
+    write_synthetic_parquet(release_dir / SYNTHETIC_FILE, generator, count=num_synthetic,
+                            seed=seed + 1)
     save_weights(generator.module.state_dict(), release_dir / GENERATOR_WEIGHTS)
     (release_dir / GENERATOR_CONFIG).write_text(json.dumps(generator.descriptor(), indent=2))
     (release_dir / "privacy.json").write_text(json.dumps(statement, indent=2))
