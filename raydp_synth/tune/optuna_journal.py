@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.storages import JournalStorage
 
-__all__ = ["OPTUNA_JOURNAL", "journal_storage", "load_optuna_study"]
+__all__ = ["OPTUNA_JOURNAL", "journal_storage", "load_optuna_study", "new_study_name"]
 
 #: The journal file in the study directory.
 OPTUNA_JOURNAL = "optuna.journal"
@@ -63,6 +63,20 @@ def journal_storage(study_dir: str | os.PathLike[str], *, create: bool = False) 
         raise ConfigError(f"{path} does not exist; pass a study directory (STORAGE/NAME) "
                           "whose search ran with this version of raydp_synth")
     return JournalStorage(JournalFileBackend(str(path)))
+
+
+def new_study_name(storage: JournalStorage, experiment: str) -> str:
+    """``experiment``, or ``experiment-2``, ``-3``, ... if the journal already holds a
+    study of that name (a session killed before Tune made the experiment's folder):
+    a new experiment's searcher always starts from an empty history."""
+    import optuna
+
+    taken = set(optuna.get_all_study_names(storage))
+    name, count = experiment, 1
+    while name in taken:
+        count += 1
+        name = f"{experiment}-{count}"
+    return name
 
 
 def load_optuna_study(study_dir: str | os.PathLike[str],

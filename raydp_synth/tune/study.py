@@ -266,15 +266,15 @@ def _run_study(request: StudyRequest) -> StudyResult:
     extra = None
     grid = None
     if prepared.public_search is not None:
-        from raydp_synth.tune.optuna_journal import journal_storage
+        from raydp_synth.tune.optuna_journal import journal_storage, new_study_name
         from raydp_synth.tune.public_search import PUBLIC_EXPERIMENT, search_then_final_run
 
         search = prepared.public_search
+        storage = journal_storage(prepared.study_dir, create=True)
         extra = search_then_final_run(
             request, settings, search, accountant, driver_cpus=TRIAL_DRIVER_CPUS,
-            searcher=optuna_search(request, search.space, search.default,
-                                   storage=journal_storage(prepared.study_dir, create=True),
-                                   study_name=PUBLIC_EXPERIMENT))
+            searcher=optuna_search(request, search.space, search.default, storage=storage,
+                                   study_name=new_study_name(storage, PUBLIC_EXPERIMENT)))
         grid = extra.pop("result_grid", None)
     elif tuner is not None:
         grid = tuner.fit()
@@ -468,12 +468,12 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
 
     def searcher(experiment: str) -> Any:
         """The new experiment's searcher; its Optuna study, named like the
-        experiment, in the study's journal."""
-        from raydp_synth.tune.optuna_journal import journal_storage
+        experiment, new in the study's journal."""
+        from raydp_synth.tune.optuna_journal import journal_storage, new_study_name
 
-        inner = optuna_search(request, prepared.space, prepared.default,
-                              storage=journal_storage(prepared.study_dir, create=True),
-                              study_name=experiment)
+        storage = journal_storage(prepared.study_dir, create=True)
+        inner = optuna_search(request, prepared.space, prepared.default, storage=storage,
+                              study_name=new_study_name(storage, experiment))
         return ConcurrencyLimiter(BudgetAwareSearch(inner, prepared.name),
                                   max_concurrent=request.max_concurrent)
 

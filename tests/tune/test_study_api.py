@@ -15,7 +15,12 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.tune.optuna_journal import OPTUNA_JOURNAL, journal_storage, load_optuna_study
+from raydp_synth.tune.optuna_journal import (
+    OPTUNA_JOURNAL,
+    journal_storage,
+    load_optuna_study,
+    new_study_name,
+)
 from tests.tune.test_study import TINY
 
 #: Journal operations that would carry more than the searcher is told: per-epoch
@@ -32,6 +37,9 @@ def test_load_optuna_study_names_what_is_missing(tmp_path: Path) -> None:
     assert load_optuna_study(str(tmp_path)).study_name == "tune"
     with pytest.raises(ConfigError, match="holds no Optuna study 'tune-resume-1'; it holds tune"):
         load_optuna_study(tmp_path, "tune-resume-1")
+    # A new experiment's searcher never continues an earlier session's Optuna study.
+    assert new_study_name(storage, "tune") == "tune-2"
+    assert new_study_name(storage, "tune-resume-1") == "tune-resume-1"
 
 
 @pytest.mark.ray
