@@ -109,7 +109,7 @@ class StudyRequest:
     sampler: str = "tpe"
     hypo_c: float = 1.0
     search_space: Path | None = None
-    settings: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
     max_concurrent: int = 1
     workers_per_trial: int = 1
     use_gpu: bool = False

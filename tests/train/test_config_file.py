@@ -81,3 +81,20 @@ def test_bad_files_are_one_line_before_anything_runs(tmp_path: Path,
 def test_a_folder_without_a_release_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no generator.json in it or in its release/"):
         load_config_file(tmp_path, method="dpaf")
+
+
+def test_tune_fixes_the_file_settings_like_set(study_dir: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tune --config``: the file's settings are fixed in every trial (``--set``
+    wins); checked on the request the CLI builds, without starting a study."""
+    import raydp_synth.tune.study as study_module
+    from raydp_synth.tune.__main__ import main as tune_main
+
+    seen = []
+    monkeypatch.setattr(study_module, "run_study", seen.append)
+    (tmp_path / "fixed.yaml").write_text("epochs: 3\nmu: 2\n")
+    assert tune_main(["dpaf", "--config", str(tmp_path / "fixed.yaml"), "--set", "mu=1",
+                      "--storage", str(tmp_path)]) == 0
+    assert seen[0].settings == {"epochs": 3, "mu": "1"}
+    assert tune_main(["dpaf", "--config", str(study_dir), "--storage", str(tmp_path)]) == 0
+    assert seen[1].settings["lr_d"] == 0.0015 and "seed" not in seen[1].settings
