@@ -68,8 +68,8 @@ def test_run_study_returns_the_result_grid_and_persists_optuna_in_the_study(
     assert len(frame) == 2 and set(frame["state"]) == {"COMPLETE"}
     assert sorted(frame["value"]) == sorted(t["score"] for t in result.trials)
     params = {c for c in frame.columns if c.startswith("params_")}
-    assert params and params <= {"params_mu", "params_lr_d", "params_budget_split_classifier",
-                                 "params_budget_split_conv2", "params_budget_split_dpagg"}
+    assert params and params <= {"params_mu", "params_lr_d", "params_budget_split.classifier",
+                                 "params_budget_split.conv2", "params_budget_split.dpagg"}
     assert not [c for c in frame.columns if c.startswith("user_attrs_")]
     assert load_optuna_study(study).trials_dataframe()["value"].tolist() == \
         frame["value"].tolist()
