@@ -19,6 +19,7 @@ from raydp_synth.cli import (
     run_cli,
 )
 from raydp_synth.tune.study_settings import TRIAL_LOOPS
+from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
 
 __all__ = ["main"]
 
@@ -37,8 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trials", type=int, default=8,
                         help="compose: at most this many trials; random-stopping: their mean "
                         "(default 8)")
-    parser.add_argument("--selection", default="compose", choices=("compose", "random-stopping"),
-                        help="how the search is priced (default compose; see docs/privacy.md)")
+    parser.add_argument("--selection", default="compose",
+                        choices=("compose", "random-stopping", "subsampled"),
+                        help="how the search is priced (default compose; see docs/privacy.md). "
+                        "subsampled: random stopping on a secret Poisson subset of fraction "
+                        "--tune-fraction, then one run on all the data with the extrapolated "
+                        "best config (Koskela & Kulkarni 2023; docs/budget-pricing.md section 9)")
+    parser.add_argument("--tune-fraction", type=float, default=DEFAULT_TUNE_FRACTION, metavar="Q",
+                        help="subsampled: the Poisson fraction of the sensitive records the "
+                        f"tuning trials run on, 0 < Q < 1 (default {DEFAULT_TUNE_FRACTION})")
+    parser.add_argument("--tune-share", type=float, default=DEFAULT_TUNE_SHARE, metavar="S",
+                        help="subsampled: the tuning phase's own epsilon as a fraction of "
+                        f"--epsilon, 0 < S < 1 (default {DEFAULT_TUNE_SHARE}); the final run "
+                        "gets what the composition leaves")
     parser.add_argument("--distribution", default="poisson",
                         help="random-stopping's trial-count law: poisson | geometric | "
                         "logarithmic | tnb:ETA (default poisson)")
@@ -56,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="fix a method setting in every trial, repeatable (e.g. --set "
                         "epochs=20): it replaces the search space's value and is not searched")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="fix the settings of a file in every trial, like --set: a release "
+                        "folder, a run or study directory (its released config: every key "
+                        "fixed, nothing left to search) or a JSON/YAML mapping; --set wins "
+                        "over it, --seed is the study's own")
     parser.add_argument("--max-concurrent", type=int, default=1, help="trials at once (default 1)")
     parser.add_argument("--workers-per-trial", type=int, default=1,
                         help="Ray Train workers per trial (default 1)")
@@ -91,11 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_console_from(args)
+    from raydp_synth.config_file import load_config_file, merge_settings
     from raydp_synth.data.fetch import download_declared
     from raydp_synth.data.public import public_with_data_dir
     from raydp_synth.data.spec import with_data_dir, with_num_classes
     from raydp_synth.tune.study import StudyRequest, run_study
 
+    config_file = (load_config_file(args.config, method=args.method)
+                   if args.config is not None else None)
+    settings = merge_settings(config_file, parse_settings(args.set))
     # The declarations travel in the spec (``:classes=K``, the folder) to the trials.
     dataset = with_data_dir(with_num_classes(args.dataset, args.num_classes), args.data_dir)
     public = public_with_data_dir(args.public, dataset)
@@ -103,18 +124,19 @@ def main(argv: list[str] | None = None) -> int:
     tune_on_public = args.tune_on_public
     if args.download:
         download_declared([dataset, public, public_validation, tune_on_public])
-    sampler = args.sampler or ("random" if args.selection == "random-stopping" else "tpe")
+    sampler = args.sampler or ("tpe" if args.selection == "compose" else "random")
     run_study(StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
         selection=args.selection, distribution=args.distribution, sampler=sampler,
         hypo_c=args.hypo_c,
-        search_space=args.search_space, settings=parse_settings(args.set),
+        search_space=args.search_space, settings=settings,
         max_concurrent=args.max_concurrent,
         workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu,
         gpus_per_trial=args.gpus_per_trial, trial_loop=args.trial_loop, dataset=dataset,
         storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,
         public=public, public_validation=public_validation, evaluate=not args.no_eval,
-        tune_on_public=tune_on_public,
+        tune_on_public=tune_on_public, tune_fraction=args.tune_fraction,
+        tune_share=args.tune_share,
         **release_overrides(args),
     ))
     return 0

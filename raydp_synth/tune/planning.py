@@ -18,6 +18,13 @@ Two pricing modes (docs/budget-pricing.md, section 6):
   is calibrated to be dominated by E_ref at every RDP order of the accountant's grid,
   so every trial is "at most Q" and the theorem applies. RDP alone prices this mode:
   the theorem is an RDP theorem and PLD cannot price ``RepeatAndSelectDpEvent``.
+* ``subsampled`` (Koskela & Kulkarni 2023, variant 1): as random stopping for the
+  tuning trials, with E_ref (a plan sized for the tuning subset) calibrated so that
+  the *amplified* tuning phase costs a share of the budget
+  (:func:`subsampled_reference_plan`); the final run is calibrated so that the tuning
+  curve composed with its own meets the budget (:func:`plan_for_subsampled_final`).
+  RDP alone, on :data:`~raydp_synth.privacy.accounting.ORDERS` (the orders the
+  accountant's check uses), whatever the calibration's pricing.
 
 Everything here is computed from public quantities (configs, dataset size) and
 from the ledger's plans: no sensitive data.
@@ -41,7 +48,8 @@ from raydp_synth.privacy.accounting import dominance_ratio, rdp_curve
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.pricing import Pricing
 
-__all__ = ["plan_dominated_by", "plan_for_compose", "reference_plan"]
+__all__ = ["plan_dominated_by", "plan_for_compose", "plan_for_subsampled_final",
+           "reference_plan", "subsampled_reference_plan"]
 
 
 def _plan_priced(
@@ -145,3 +153,55 @@ def plan_dominated_by(
     if not math.isfinite(eps):  # a trial must state a finite epsilon to be granted
         raise PrivacyInvariantError(f"the dominated plan has no finite epsilon ({eps})")
     return replace(plan, target_epsilon=eps)
+
+
+def subsampled_reference_plan(
+    method: Method,
+    config: Any,
+    data: DataInfo,
+    *,
+    target_epsilon: float,
+    delta: float,
+    mean_trials: float,
+    shape: float,
+    tune_fraction: float,
+    score_share: float,
+) -> PrivacyPlan:
+    """E_ref of subsampled tuning: the plan of ``config`` on ``data`` (the subset's
+    public facts) whose random stopping, amplified by the Poisson(``tune_fraction``)
+    draw of the subset, costs ``target_epsilon`` (the tuning share of the budget)."""
+    from raydp_synth.privacy.subsampled_tuning import amplified_tuning_rdp, epsilon_from_rdp
+
+    def price(plan: PrivacyPlan, pricing: Pricing) -> float:  # RDP on ORDERS, whatever pricing
+        return epsilon_from_rdp(amplified_tuning_rdp(
+            plan.event(), mean=mean_trials, shape=shape, tune_fraction=tune_fraction), delta)
+
+    plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
+                       score_share=score_share, price=price)
+    return replace(plan, target_epsilon=plan.epsilon())
+
+
+def plan_for_subsampled_final(
+    method: Method,
+    config: Any,
+    data: DataInfo,
+    *,
+    tuning_rdp: Sequence[float],
+    target_epsilon: float,
+    delta: float,
+    score_share: float,
+) -> PrivacyPlan:
+    """The final run's plan: the tuning phase's curve composed with it (variant 1)
+    meets ``target_epsilon``, the study's total (the accountant's own check)."""
+    import numpy as np
+
+    from raydp_synth.privacy.subsampled_tuning import epsilon_from_rdp, variant1_rdp
+
+    tuning = np.asarray(tuning_rdp, dtype=np.float64)
+
+    def price(plan: PrivacyPlan, pricing: Pricing) -> float:  # RDP on ORDERS, whatever pricing
+        return epsilon_from_rdp(variant1_rdp(tuning, plan.event()), delta)
+
+    plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
+                       score_share=score_share, price=price)
+    return replace(plan, target_epsilon=plan.epsilon())

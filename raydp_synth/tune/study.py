@@ -5,6 +5,8 @@ Layout of the study directory (owner-only; docs/architecture.md, section 6)::
     STUDY/ledger.jsonl     the accountant's durable ledger (curator-only)
     STUDY/study.json       the request, the search space, the reference plan
     STUDY/tune/            Ray Tune's experiment (trial results, checkpoints)
+    STUDY/optuna.journal   Optuna's studies (one per Tune experiment): what the
+                           searcher was told (:mod:`raydp_synth.tune.optuna_journal`)
     STUDY/trials/ID/       each trial's Ray Train run
     STUDY/release/         the best trial's generator, with the privacy statement
                            of the WHOLE search (computed by the accountant)
@@ -24,6 +26,7 @@ import math
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +37,7 @@ from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
 from raydp_synth.runtime.console import tune_verbosity
 from raydp_synth.tune.study_settings import TRIAL_LOOPS, StudySettings
+from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
 
 _LOG = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ __all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "first_points", "optuna_
 #: itself and asks for the worker's share too: raydp_synth.tune.trial.trial_resources).
 TRIAL_DRIVER_CPUS = 0.01
 
-SELECTIONS = ("compose", "random-stopping")
+SELECTIONS = ("compose", "random-stopping", "subsampled")
 SAMPLERS = ("tpe", "random", "dp-hypo")
 
 
@@ -99,6 +103,11 @@ class StudyRequest:
         tune_on_public: a dataset declared public to search on at no privacy cost;
             the study then releases one private run of the best config with the whole
             budget (:mod:`raydp_synth.tune.public_search`); None: a private search.
+        tune_fraction: ``--selection subsampled``'s q, the Poisson fraction of the
+            sensitive records the tuning phase runs on (``--tune-fraction``).
+        tune_share: ``--selection subsampled``: the tuning phase's own epsilon as a
+            fraction of ``epsilon`` (``--tune-share``); the final run gets the rest
+            (:mod:`raydp_synth.tune.subsampled_search`).
     """
 
     method: str
@@ -110,7 +119,7 @@ class StudyRequest:
     sampler: str = "tpe"
     hypo_c: float = 1.0
     search_space: Path | None = None
-    settings: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
     max_concurrent: int = 1
     workers_per_trial: int = 1
     use_gpu: bool = False
@@ -129,6 +138,8 @@ class StudyRequest:
     synthetic_samples: int = DEFAULT_SYNTHETIC_SAMPLES
     fid_weights: Path | None = None
     tune_on_public: str | None = None
+    tune_fraction: float = DEFAULT_TUNE_FRACTION
+    tune_share: float = DEFAULT_TUNE_SHARE
 
     def __post_init__(self) -> None:
         from raydp_synth.evaluation.selection import validate_score_settings
@@ -148,6 +159,8 @@ class StudyRequest:
             raise ConfigError(f"--selection {self.selection!r} must be one of {', '.join(SELECTIONS)}")
         if self.sampler not in SAMPLERS:
             raise ConfigError(f"--sampler {self.sampler!r} must be one of {', '.join(SAMPLERS)}")
+        if self.selection == "subsampled":
+            self._check_subsampled()
         if self.selection == "random-stopping" and self.sampler not in ("random", "dp-hypo"):
             raise ConfigError(
                 f"--selection random-stopping needs i.i.d. trials, but --sampler {self.sampler} "
@@ -184,6 +197,24 @@ class StudyRequest:
         if self.name is not None and (not self.name or "/" in self.name or self.name.startswith(".")):
             raise ConfigError(f"--name {self.name!r} must be a plain folder name")
 
+    def _check_subsampled(self) -> None:
+        """``--selection subsampled``'s own refusals (one line each, with the fix)."""
+        from raydp_synth.tune.subsampled_search import check_tune_fraction, check_tune_share
+
+        check_tune_fraction(self.tune_fraction)
+        check_tune_share(self.tune_share)
+        if self.tune_on_public is not None:
+            raise ConfigError("--selection subsampled tunes on a private subset; "
+                              "--tune-on-public tunes on public data: choose one")
+        if self.resume:
+            raise ConfigError("--selection subsampled cannot --resume (its secret tuning "
+                              "subset is not kept); start a new study with another --name "
+                              "(the unfinished study's grants stay spent)")
+        if self.sampler != "random":
+            raise ConfigError(f"--selection subsampled needs i.i.d. tuning trials, but --sampler "
+                              f"{self.sampler} adapts (dp-hypo's density-ratio bound is not "
+                              "priced with subsampling); use --sampler random")
+
     @property
     def density_ratio(self) -> float:
         """The accountant's density-ratio bound c: ``hypo_c`` under dp-hypo, else 1."""
@@ -199,11 +230,25 @@ class StudyRequest:
 
 @dataclass(frozen=True)
 class StudyResult:
+    """What :func:`run_study` returns.
+
+    Attributes:
+        study_dir: the study directory (its release in ``study_dir / "release"``).
+        statement: the release's privacy statement (``release/privacy.json``).
+        best_trial, best_score: the released trial and its score.
+        trials: every finished trial of the study (all sessions) and its score.
+        result_grid: Ray Tune's ``ResultGrid`` of the search this call ran (the
+            public search under ``--tune-on-public``); None when this call ran no
+            search (a resumed study with no trial left). Curator-only, like
+            ``STUDY/tune/``: it holds every trial's config, metrics and checkpoints.
+    """
+
     study_dir: Path
     statement: dict[str, Any]
     best_trial: str | None
     best_score: float | None
     trials: list[dict[str, Any]]
+    result_grid: Any = None
 
 
 def _owner_only_dir(path: Path) -> None:
@@ -241,7 +286,9 @@ def _run_study(request: StudyRequest) -> StudyResult:
     accountant = _start_accountant(request, prepared)
     settings = _study_settings(request, prepared, total_cpus=total_cpus,
                                gpus_per_worker=gpus_per_worker)
-    tuner = None if prepared.public_search else _tuner(request, prepared, settings, accountant)
+    subsampled = request.selection == "subsampled"
+    tuner = None if prepared.public_search or subsampled else _tuner(
+        request, prepared, settings, accountant)
     _LOG.info(f"study {prepared.name}: {prepared.method.name} on {request.dataset}, "
           f"epsilon={request.epsilon:g} delta={request.delta:g} for the whole search "
           f"({request.selection}, "
@@ -251,19 +298,36 @@ def _run_study(request: StudyRequest) -> StudyResult:
           f"on the public {request.tune_on_public}, then one run on {request.dataset} at "
           f"epsilon={request.epsilon:g} delta={request.delta:g}")
     extra = None
+    grid = None
     if prepared.public_search is not None:
-        from raydp_synth.tune.public_search import search_then_final_run
+        from raydp_synth.tune.optuna_journal import journal_storage, new_study_name
+        from raydp_synth.tune.public_search import PUBLIC_EXPERIMENT, search_then_final_run
 
         search = prepared.public_search
+        storage = journal_storage(prepared.study_dir, create=True)
         extra = search_then_final_run(
             request, settings, search, accountant, driver_cpus=TRIAL_DRIVER_CPUS,
-            searcher=optuna_search(request, search.space, search.default))
+            searcher=optuna_search(request, search.space, search.default, storage=storage,
+                                   study_name=new_study_name(storage, PUBLIC_EXPERIMENT)))
+        grid = extra.pop("result_grid", None)
+    elif subsampled:
+        from raydp_synth.tune import subsampled_search
+
+        # X1: secret (OS entropy), held in memory and Ray's object store only.
+        extra = subsampled_search.search_then_final_run(
+            request, settings,
+            subsampled_search.secret_tuning_subset(prepared.data.num_records, prepared.num_val,
+                                                   request.tune_fraction),
+            accountant, driver_cpus=TRIAL_DRIVER_CPUS,
+            searcher=optuna_search(request, prepared.space, prepared.default))
+        grid = extra.pop("result_grid", None)
     elif tuner is not None:
-        tuner.fit()
+        grid = tuner.fit()
     ledger_error = ray.get(accountant.status.remote())["ledger_error"]
     if ledger_error is not None:  # the accountant failed closed; the study is interrupted
         raise LedgerError(f"study {prepared.name} stopped: {ledger_error}")
-    result = _release_best(request, prepared.study_dir, accountant, prepared.name, extra=extra)
+    result = _release_best(request, prepared.study_dir, accountant, prepared.name, extra=extra,
+                           result_grid=grid)
     # The study is over: its detached accountant goes (a --resume rebuilds it from
     # the ledger). An interrupted study keeps it, for the resume.
     ray.kill(accountant, no_restart=True)
@@ -285,6 +349,9 @@ class _PreparedStudy:
         reference: random stopping's reference plan E_ref; None under compose.
         score_share: the selection score's budget fraction (0: public validation).
         public_search: ``--tune-on-public``'s public facts, or None.
+        tuning_rdp: ``--selection subsampled``'s tuning-phase RDP curve (from
+            ``reference``, public arithmetic), or None.
+        num_val: the validation split's size (the tuning subset is drawn from it too).
     """
 
     name: str
@@ -297,6 +364,8 @@ class _PreparedStudy:
     reference: PrivacyPlan | None
     score_share: float
     public_search: Any = None
+    tuning_rdp: tuple[float, ...] | None = None
+    num_val: int = 0
 
 
 def _with_absolute_paths(request: StudyRequest) -> StudyRequest:
@@ -346,6 +415,9 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
                                    delta=request.delta, mean_trials=float(request.trials),
                                    shape=shape, score_share=score_share,
                                    density_ratio=request.density_ratio)
+    tuning_rdp = None
+    if request.selection == "subsampled":
+        reference, tuning_rdp = _subsampled_plans(request, method, data, space, score_share, shape)
     public_search = None
     if request.tune_on_public is not None:
         from raydp_synth.tune.public_search import prepare_public_search
@@ -360,7 +432,51 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
         _LOG.info(f"search space: {note}")
     return _PreparedStudy(name=name, study_dir=study_dir, method=method, data=data,
                           public=declared, space=space, default=default, reference=reference,
-                          score_share=score_share, public_search=public_search)
+                          score_share=score_share, public_search=public_search,
+                          tuning_rdp=tuning_rdp, num_val=len(splits.val))
+
+
+def _subsampled_plans(request: StudyRequest, method: Method, data: DataInfo, space: Any,
+                      score_share: float, shape: float) -> tuple[PrivacyPlan, tuple[float, ...]]:
+    """``--selection subsampled``'s E_ref (the default config scaled to the subset,
+    on its public size m, calibrated so the amplified tuning phase costs
+    ``tune_share x epsilon``) and the tuning curve; and the check, before Ray starts,
+    that the rest of the budget buys the default config's final run (the
+    accountant's own variant-1 price; a ConfigError, one line, otherwise)."""
+    from raydp_synth.privacy.subsampled_tuning import amplified_tuning_rdp, epsilon_from_rdp
+    from raydp_synth.tune.extrapolation import subset_config, subset_data
+    from raydp_synth.tune.planning import plan_for_subsampled_final, subsampled_reference_plan
+
+    q = request.tune_fraction
+    settings = {**space.fixed, "seed": request.seed}
+    try:
+        reference = subsampled_reference_plan(
+            method, subset_config(method, settings, data, q), subset_data(data, q),
+            target_epsilon=request.tune_share * request.epsilon, delta=request.delta,
+            mean_trials=float(request.trials), shape=shape, tune_fraction=q,
+            score_share=score_share)
+    except ConfigError as err:
+        raise ConfigError(f"--selection subsampled: the tuning phase's share "
+                          f"{request.tune_share:g} of epsilon {request.epsilon:g} cannot pay for "
+                          f"mean {request.trials} trials on q={q:g} of the data ({err})") from None
+    curve = amplified_tuning_rdp(reference.event(), mean=float(request.trials), shape=shape,
+                                 tune_fraction=q)
+    tuning_epsilon = epsilon_from_rdp(curve, request.delta)
+    if not tuning_epsilon < request.epsilon:
+        raise ConfigError(f"--selection subsampled: the tuning phase alone would cost epsilon "
+                          f"{tuning_epsilon:.4g} of {request.epsilon:g}; lower --tune-share")
+    try:
+        final = plan_for_subsampled_final(
+            method, method.make_config(settings, data), data, tuning_rdp=tuple(curve),
+            target_epsilon=request.epsilon, delta=request.delta, score_share=score_share)
+    except ConfigError as err:
+        raise ConfigError(f"--selection subsampled: what the tuning phase leaves of epsilon "
+                          f"{request.epsilon:g} cannot pay for the final run ({err}); lower "
+                          "--tune-share or raise --epsilon") from None
+    _LOG.info(f"subsampled tuning: tuning phase epsilon {tuning_epsilon:.4f} "
+          f"(q={q:g}, mean {request.trials} trials, amplified), the default config's final run "
+          f"{final.epsilon():.4f} alone, {request.epsilon:g} composed")
+    return reference, tuple(float(v) for v in curve)
 
 
 def _check_study_dir(request: StudyRequest, study_dir: Path) -> None:
@@ -394,6 +510,7 @@ def _start_accountant(request: StudyRequest, prepared: _PreparedStudy) -> Any:
         distribution=request.distribution,
         reference_event=event_to_json(reference.event()) if reference is not None else None,
         density_ratio=request.density_ratio,
+        tune_fraction=request.tune_fraction if request.selection == "subsampled" else None,
     )
     ray.get(accountant.status.remote())  # surfaces a ledger/settings mismatch now
     if not request.resume:
@@ -428,6 +545,8 @@ def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
         score_share=prepared.score_share,
         score_classifier=request.score_classifier, public_validation=request.public_validation,
         trial_loop=request.trial_loop,
+        tune_fraction=request.tune_fraction if prepared.tuning_rdp is not None else None,
+        tuning_rdp=prepared.tuning_rdp,
     )
 
 
@@ -443,17 +562,26 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
     # Per-epoch reports carry the training metrics; the score comes with the last one.
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     trainable = trial_trainable(settings, driver_cpus=TRIAL_DRIVER_CPUS)
-    searcher = ConcurrencyLimiter(
-        BudgetAwareSearch(optuna_search(request, prepared.space, prepared.default), prepared.name),
-        max_concurrent=request.max_concurrent)
     tuner = _restored_tuner(prepared.study_dir, trainable) if request.resume else None
     if tuner is not None:
         return tuner
+
+    def searcher(experiment: str) -> Any:
+        """The new experiment's searcher; its Optuna study, named like the
+        experiment, new in the study's journal."""
+        from raydp_synth.tune.optuna_journal import journal_storage, new_study_name
+
+        storage = journal_storage(prepared.study_dir, create=True)
+        inner = optuna_search(request, prepared.space, prepared.default, storage=storage,
+                              study_name=new_study_name(storage, experiment))
+        return ConcurrencyLimiter(BudgetAwareSearch(inner, prepared.name),
+                                  max_concurrent=request.max_concurrent)
+
     return _new_tuner(request, prepared.study_dir, trainable, searcher, accountant)
 
 
-def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any, searcher: Any,
-               accountant: Any) -> Any:
+def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any,
+               searcher: Callable[[str], Any], accountant: Any) -> Any:
     """A new Tune experiment of the study: for a new study, or a resume whose Tune
     experiment cannot be restored (killed before Tune saved it), on the same ledger,
     with the trials the ledger has not granted yet; None when that is none. The
@@ -474,10 +602,18 @@ def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any, searcher:
         num_samples = max(0, request.trials - granted)
     if num_samples == 0:
         return None
+    # reuse_actors: a finished trial's process runs the next trial (Tune resets its
+    # config), so only the first trial pays for a process start and its imports
+    # (12-17 s on 2 cores; bench/trial_overhead.py --study-trials). Nothing private
+    # crosses trials through it: a trial's secret DP randomness is drawn fresh
+    # (``secrets``) in the trial, its data and model are locals, and what a process
+    # caches is public (noise calibration of public plan parameters). A killed
+    # process fails its trial exactly as before (max_failures=0) and the next trial
+    # gets a fresh one.
     return tune.Tuner(
         trainable,
-        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
-                                    num_samples=num_samples),
+        tune_config=tune.TuneConfig(search_alg=searcher(experiment), scheduler=FIFOScheduler(),
+                                    num_samples=num_samples, reuse_actors=True),
         run_config=tune.RunConfig(name=experiment, storage_path=str(study_dir),
                                   failure_config=tune.FailureConfig(max_failures=0),
                                   verbose=tune_verbosity()),
@@ -507,9 +643,12 @@ def first_points(request: StudyRequest, space: SearchSpace,
     return [point] if point else None
 
 
-def optuna_search(request: StudyRequest, space: SearchSpace, default: Any) -> Any:
+def optuna_search(request: StudyRequest, space: SearchSpace, default: Any, *,
+                  storage: Any = None, study_name: str | None = None) -> Any:
     """The study's Optuna searcher (Ray Tune's ``OptunaSearch``), before the budget
-    and concurrency wrappers: the space, the sampler and the first points.
+    and concurrency wrappers: the space, the sampler and the first points; its
+    Optuna study in ``storage`` under ``study_name`` (the study's journal,
+    :mod:`raydp_synth.tune.optuna_journal`; None: in memory).
 
     The sampler's seed depends on the selection:
 
@@ -560,7 +699,8 @@ def optuna_search(request: StudyRequest, space: SearchSpace, default: Any) -> An
         if request.sampler == "dp-hypo" else None,
     )
     return OptunaSearch(space=space.define_by_run, metric="score", mode="max",
-                        sampler=sampler, points_to_evaluate=first_points(request, space, default))
+                        sampler=sampler, points_to_evaluate=first_points(request, space, default),
+                        storage=storage, study_name=study_name)
 
 
 def _restored_tuner(study_dir: Path, trainable: Any) -> Any:
@@ -600,7 +740,8 @@ def _finished_trials(study_dir: Path) -> list[dict[str, Any]]:
 
 
 def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
-                  name: str, extra: dict[str, Any] | None = None) -> StudyResult:
+                  name: str, extra: dict[str, Any] | None = None,
+                  result_grid: Any = None) -> StudyResult:
     """Release the study's best finished trial; ``extra`` (a strategy's
     ``statement`` and ``run`` fields, e.g. ``--tune-on-public``'s scope) overrides
     the defaults of privacy.json and run.json."""
@@ -675,4 +816,5 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
             fid_weights=request.fid_weights))))
     return StudyResult(study_dir=study_dir, statement=full, best_trial=trial_id,
                        best_score=score,
-                       trials=[{"trial": t["trial"], "score": t["score"]} for t in trials])
+                       trials=[{"trial": t["trial"], "score": t["score"]} for t in trials],
+                       result_grid=result_grid)
