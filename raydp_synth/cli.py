@@ -80,7 +80,7 @@ def add_fid_weights_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_console_arguments(parser: argparse.ArgumentParser) -> None:
     """``--quiet`` / ``--verbose`` (train, tune, evaluate): see
-    :mod:`raydp_synth.runtime.console`."""
+    :mod:`raydp_synth.log`."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("-q", "--quiet", action="store_true",
                        help="only warnings, errors and the results (no progress lines or bars)")
@@ -90,7 +90,7 @@ def add_console_arguments(parser: argparse.ArgumentParser) -> None:
 
 def configure_console_from(args: argparse.Namespace) -> None:
     """Set up the console at the verbosity of :func:`add_console_arguments`' options."""
-    from raydp_synth.runtime.console import Verbosity, configure_console
+    from raydp_synth.log import Verbosity, configure_console
 
     configure_console(Verbosity.QUIET if args.quiet
                       else Verbosity.VERBOSE if args.verbose else Verbosity.DEFAULT)

@@ -22,6 +22,7 @@ PACKAGE_ROOT = Path(raydp_synth.__file__).parent
 #: Bottom to top. A module may import from its own entry and from earlier entries.
 LAYERS = (
     "errors",
+    "log",
     "config",
     "cli",
     "privacy",

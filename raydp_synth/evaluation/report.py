@@ -48,8 +48,8 @@ from raydp_synth.evaluation.inception import (
     resolve_weights,
 )
 from raydp_synth.evaluation.metrics import frechet_distance, inception_score
+from raydp_synth.log import progress
 from raydp_synth.release.generator import TrainedGenerator
-from raydp_synth.runtime.console import progress
 
 __all__ = [
     "EVALUATION_FILE",

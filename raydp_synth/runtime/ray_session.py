@@ -24,7 +24,7 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
     os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
     import ray
 
-    from raydp_synth.runtime.console import quiet_ray_loggers, ray_log_level, worker_env
+    from raydp_synth.log import quiet_ray_loggers, ray_log_level, worker_env
 
     if not ray.is_initialized():
         options: dict[str, Any] = {"log_to_driver": True, "logging_level": ray_log_level()}

@@ -41,6 +41,7 @@ from raydp_synth.evaluation.selection import (
     score_generator,
     validate_score_settings,
 )
+from raydp_synth.log import ray_log_level, worker_env
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.accounting import validate_budget, validate_delta
 from raydp_synth.privacy.plan import PrivacyPlan
@@ -52,7 +53,6 @@ from raydp_synth.release.bundle import (
     public_facts,
     validate_synthetic_samples,
 )
-from raydp_synth.runtime.console import ray_log_level, worker_env
 from raydp_synth.runtime.resources import check_gpus, scaling_config, threads_for, torch_backend
 from raydp_synth.train.worker import (
     CHECKPOINT_METRICS,

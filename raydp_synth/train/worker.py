@@ -25,10 +25,10 @@ from typing import Any
 import torch
 
 from raydp_synth.data import DataInfo, load_training_data
+from raydp_synth.log import configure_worker_console
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.records import derived_seed
-from raydp_synth.runtime.console import configure_worker_console
 from raydp_synth.runtime.context import WorkerContext
 
 __all__ = [

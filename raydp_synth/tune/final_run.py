@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from raydp_synth.runtime.console import tune_verbosity
+from raydp_synth.log import tune_verbosity
 from raydp_synth.tune.study_settings import SUBSAMPLED_FINAL, StudySettings
 
 __all__ = ["FINAL_EXPERIMENT", "final_run_settings", "run_final", "subsampled_final_settings"]

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import BudgetExhausted, ConfigError, DataError
-from raydp_synth.runtime.console import tune_verbosity
+from raydp_synth.log import tune_verbosity
 from raydp_synth.tune.study_settings import PUBLIC_SEARCH, StudySettings
 
 _LOG = logging.getLogger(__name__)

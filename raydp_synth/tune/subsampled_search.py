@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from raydp_synth.errors import BudgetExhausted, ConfigError
-from raydp_synth.runtime.console import tune_verbosity
+from raydp_synth.log import tune_verbosity
 from raydp_synth.tune.extrapolation import (
     subset_config,
     subset_data,

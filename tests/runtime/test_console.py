@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from raydp_synth import log as console
 from raydp_synth.cli import configure_console_from
 from raydp_synth.evaluate import build_parser as evaluate_parser
-from raydp_synth.runtime import console
-from raydp_synth.runtime.console import (
+from raydp_synth.log import (
     LOGGER_NAME,
     PRINT_PATCH_ENV,
     RAY_LOGGERS,
