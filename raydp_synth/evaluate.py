@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from raydp_synth.cli import add_fid_weights_argument, run_cli
+from raydp_synth.cli import add_fid_weights_argument, add_version_argument, run_cli
 from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS, DEFAULT_CLASSIFIERS
 
 __all__ = ["main"]
@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "many test images (default: --num-synthetic; the field uses 10000; "
                         "slow on CPU)")
     add_fid_weights_argument(parser)
+    add_version_argument(parser)
     parser.add_argument("--device", default=None,
                         help="where sampling and the CNNs run (default: cuda if available)")
     return parser

@@ -9,6 +9,7 @@ from pathlib import Path
 from raydp_synth.cli import (
     add_data_arguments,
     add_release_arguments,
+    add_version_argument,
     parse_settings,
     release_overrides,
     run_cli,
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "evenly spread, the last included (default: all, about 10)")
     add_data_arguments(parser)
     add_release_arguments(parser)
+    add_version_argument(parser)
     return parser
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from raydp_synth.cli import (
     add_data_arguments,
     add_release_arguments,
+    add_version_argument,
     parse_settings,
     release_overrides,
     run_cli,
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(--selection compose; no --resume; docs/budget-pricing.md)")
     add_data_arguments(parser)
     add_release_arguments(parser)
+    add_version_argument(parser)
     return parser
 
 
