@@ -40,8 +40,9 @@ from raydp_synth.privacy import pricing as _pricing
 from raydp_synth.privacy.accounting import dominance_ratio, rdp_curve
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.pricing import Pricing
+from raydp_synth.tune.study_settings import PUBLIC_SEARCH
 
-__all__ = ["plan_dominated_by", "plan_for_compose", "reference_plan"]
+__all__ = ["plan_dominated_by", "plan_for_compose", "reference_plan", "trial_plan"]
 
 
 def _plan_priced(
@@ -145,3 +146,45 @@ def plan_dominated_by(
     if not math.isfinite(eps):  # a trial must state a finite epsilon to be granted
         raise PrivacyInvariantError(f"the dominated plan has no finite epsilon ({eps})")
     return replace(plan, target_epsilon=eps)
+
+
+def trial_plan(
+    method: Method,
+    config: Any,
+    data: DataInfo,
+    *,
+    selection: str,
+    epsilon: float,
+    delta: float,
+    trials: int,
+    score_share: float,
+    granted: Sequence[dpa.DpEvent] = (),
+    reference_event: dpa.DpEvent | None = None,
+) -> PrivacyPlan:
+    """The plan of a study's next trial of ``config``: what every trial asks the
+    accountant for (:func:`raydp_synth.tune.trial.run_trial`), and what the study
+    checks before Ray starts (the first trial's, :func:`raydp_synth.tune.study.run_study`).
+
+    Args:
+        selection: ``compose`` (``granted`` composed with the ``trials`` not yet
+            granted, :func:`plan_for_compose`), ``random-stopping`` (dominated by
+            ``reference_event``, E_ref: :func:`plan_dominated_by`) or
+            :data:`~raydp_synth.tune.study_settings.PUBLIC_SEARCH` (one run at the
+            whole budget, scored on public data).
+        granted: compose: the events the ledger granted so far, in ledger order.
+
+    Raises:
+        ConfigError: no plan of ``config`` fits (e.g. a budget too small for its
+            steps: "no noise multiplier ... reaches epsilon=...").
+    """
+    if selection == PUBLIC_SEARCH:
+        return plan_for_compose(method, config, data, target_epsilon=epsilon, delta=delta,
+                                granted=[], remaining_trials=1, score_share=0.0)
+    if selection == "compose":
+        return plan_for_compose(method, config, data, target_epsilon=epsilon, delta=delta,
+                                granted=granted, remaining_trials=trials - len(granted),
+                                score_share=score_share)
+    if reference_event is None:
+        raise PrivacyInvariantError("a random-stopping trial without its reference plan E_ref")
+    return plan_dominated_by(method, config, data, reference_event=reference_event,
+                             delta=delta, score_share=score_share)

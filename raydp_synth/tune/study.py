@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from raydp_synth.privacy.plan import PrivacyPlan
     from raydp_synth.tune.search_space import SearchSpace
 
-__all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "first_points", "optuna_search",
-           "run_study"]
+__all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "check_first_trial_affordable",
+           "first_points", "no_release_message", "optuna_search", "run_study"]
 
 #: CPUs of a trial's driver process beyond its loop's (a 1-worker trial runs its loop
 #: itself and asks for the worker's share too: raydp_synth.tune.trial.trial_resources).
@@ -222,6 +222,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
     random stopping's secret sampler seed) is built last."""
     request = _with_absolute_paths(request)
     prepared = _prepare(request)
+    check_first_trial_affordable(request, prepared)
     import ray
 
     from raydp_synth.runtime.ray_session import ensure_ray
@@ -338,10 +339,13 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
     default = method.make_config({**space.fixed, "seed": request.seed}, data)
     reference = None
     if request.selection == "random-stopping":
-        reference = reference_plan(method, default, data, target_epsilon=request.epsilon,
-                                   delta=request.delta, mean_trials=float(request.trials),
-                                   shape=shape, score_share=score_share,
-                                   density_ratio=request.density_ratio)
+        try:
+            reference = reference_plan(method, default, data, target_epsilon=request.epsilon,
+                                       delta=request.delta, mean_trials=float(request.trials),
+                                       shape=shape, score_share=score_share,
+                                       density_ratio=request.density_ratio)
+        except ConfigError as err:  # E_ref is what every trial's plan is held to
+            raise BudgetExhausted(_cannot_buy_a_trial(request, request.trials, err)) from None
     public_search = None
     if request.tune_on_public is not None:
         from raydp_synth.tune.public_search import prepare_public_search
@@ -357,6 +361,65 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
     return _PreparedStudy(name=name, study_dir=study_dir, method=method, data=data,
                           public=declared, space=space, default=default, reference=reference,
                           score_share=score_share, public_search=public_search)
+
+
+def check_first_trial_affordable(request: StudyRequest, prepared: _PreparedStudy) -> None:
+    """Refuse, before Ray starts and before anything is written, a study whose budget
+    cannot buy its next trial: the plan of the default configuration (compose's
+    first trial) computed by :func:`~raydp_synth.tune.planning.trial_plan`, the
+    function every trial calls, with the grants the ledger holds (none for a new
+    study). A trial whose plan does not fit would fail without a grant, and so would
+    every other trial of a budget that small. Random stopping's check is the
+    calibration of E_ref in :func:`_prepare` (a trial's plan is E_ref's or below it).
+
+    Reads only public facts and, on ``--resume``, the ledger (curator-only).
+
+    Raises:
+        BudgetExhausted: one line naming the budget, the trial count and the fix.
+    """
+    from raydp_synth.privacy.events import event_from_json
+    from raydp_synth.tune.planning import trial_plan
+
+    if prepared.public_search is None and request.selection == "random-stopping":
+        return  # _prepare calibrated E_ref, every trial's bound, or refused the budget
+    granted: list[Any] = []
+    if prepared.public_search is not None:  # one final run at the whole budget
+        selection, trials = "compose", 1
+    else:
+        selection, trials = request.selection, request.trials
+        if request.resume and selection == "compose":
+            granted = [event_from_json(e) for e in _ledger_granted_events(prepared.study_dir)]
+            if len(granted) >= trials:
+                return  # no trial is left to buy; the study goes on to its release
+    try:
+        trial_plan(prepared.method, prepared.default, prepared.data, selection=selection,
+                   epsilon=request.epsilon, delta=request.delta, trials=trials,
+                   score_share=prepared.score_share, granted=granted,
+                   reference_event=prepared.reference.event()
+                   if prepared.reference is not None else None)
+    except ConfigError as err:
+        raise BudgetExhausted(_cannot_buy_a_trial(request, trials, err)) from None
+
+
+def _cannot_buy_a_trial(request: StudyRequest, trials: int, err: Exception) -> str:
+    trial = (f"one of {trials} trials ({request.selection})" if trials > 1 else "one trial") \
+        if request.selection == "compose" else f"a mean of {trials} trials (random stopping)"
+    return (f"the budget epsilon={request.epsilon:g}, delta={request.delta:g} cannot buy "
+            f"{trial} of {request.method}'s default configuration: {err}; nothing was "
+            "started or written: raise --epsilon, lower --trials, or make a run cheaper "
+            "(e.g. --set epochs=...)")
+
+
+def _ledger_granted_events(study_dir: Path) -> list[dict[str, Any]]:
+    """The grants of the study's ledger file (replayed without Ray, like
+    ``python -m raydp_synth.budget``); none without a ledger."""
+    from raydp_synth.accountant.core import LEDGER_NAME, StudyBudget
+    from raydp_synth.accountant.ledger import Ledger
+
+    path = study_dir / LEDGER_NAME
+    if not path.is_file():
+        return []
+    return StudyBudget.replay(Ledger(path).entries(), source=path).granted_events()
 
 
 def _check_study_dir(request: StudyRequest, study_dir: Path) -> None:
@@ -594,6 +657,26 @@ def _finished_trials(study_dir: Path) -> list[dict[str, Any]]:
     return found
 
 
+def no_release_message(name: str, study_dir: Path, status: dict[str, Any]) -> str:
+    """Why a study released nothing, stated as its ledger stands (``status``: the
+    accountant's :meth:`~raydp_synth.accountant.actor.BudgetAccountant.status`, the
+    ledger's grants and refusals replayed). Under random stopping the counts stay out
+    of the message (they would tell K, which only the ledger holds)."""
+    granted, refused = status["trials_granted"], status["trials_refused"]
+    budget = f"epsilon {status['spent_epsilon']:.4f} of {status['budget_epsilon']:g}"
+    if status["mode"] == "random-stopping":
+        spent = f"the ledger holds its trials' grants, {budget} spent and not refunded"
+    elif granted:
+        spent = (f"the ledger holds {granted} grant{'s' if granted != 1 else ''} and "
+                 f"{refused} refusal{'s' if refused != 1 else ''}, {budget} spent and not "
+                 "refunded")
+    else:
+        spent = (f"the ledger holds no grant ({refused} refusal{'s' if refused != 1 else ''}): "
+                 "nothing was spent")
+    return (f"no trial of study {name} finished with a score (see {study_dir / 'tune'}); "
+            f"{spent} (python -m raydp_synth.budget {study_dir})")
+
+
 def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
                   name: str, extra: dict[str, Any] | None = None) -> StudyResult:
     """Release the study's best finished trial; ``extra`` (a strategy's
@@ -618,10 +701,8 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
             "continue it with --resume"
         )
     if best is None:
-        raise BudgetExhausted(
-            f"no trial of study {name} finished with a score (see {study_dir / 'tune'}); "
-            "the budget they were granted stays spent"
-        )
+        raise BudgetExhausted(no_release_message(name, study_dir,
+                                                 ray.get(accountant.status.remote())))
     score, ckpt = best["score"], best["checkpoint"]
     info = json.loads((ckpt / TRIAL_CHECKPOINT).read_text())
     state = torch.load(ckpt / "generator.pt", map_location="cpu")

@@ -131,22 +131,15 @@ def _plan(study: StudySettings, method: Any, config: Any, accountant: Any) -> An
     import ray
 
     from raydp_synth.privacy.events import event_from_json
-    from raydp_synth.tune.planning import plan_dominated_by, plan_for_compose
+    from raydp_synth.tune.planning import trial_plan
 
-    if study.selection == PUBLIC_SEARCH:  # one run at the whole budget, on public data
-        return plan_for_compose(method, config, study.data, target_epsilon=study.epsilon,
-                                delta=study.delta, granted=[], remaining_trials=1,
-                                score_share=0.0)
-    if study.selection == "compose":
+    granted: list[Any] = []
+    if study.selection == "compose":  # the ledger's grants so far, in ledger order
         granted = [event_from_json(e) for e in ray.get(accountant.granted_events.remote())]
-        return plan_for_compose(
-            method, config, study.data, target_epsilon=study.epsilon, delta=study.delta,
-            granted=granted, remaining_trials=study.trials - len(granted),
-            score_share=study.score_share,
-        )
-    assert study.reference_event is not None  # random stopping's (StudySettings checks)
-    return plan_dominated_by(method, config, study.data, reference_event=study.reference_event,
-                             delta=study.delta, score_share=study.score_share)
+    return trial_plan(method, config, study.data, selection=study.selection,
+                      epsilon=study.epsilon, delta=study.delta, trials=study.trials,
+                      score_share=study.score_share, granted=granted,
+                      reference_event=study.reference_event)
 
 
 def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: bool = False) -> None:
