@@ -220,6 +220,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
     """The study's steps, in this order: everything public is settled and checked
     before Ray starts; the accountant exists before any trial; the searcher (and
     random stopping's secret sampler seed) is built last."""
+    storage_given = request.storage  # as the user gave it: relative or not
     request = _with_absolute_paths(request)
     prepared = _prepare(request)
     check_first_trial_affordable(request, prepared)
@@ -227,8 +228,10 @@ def _run_study(request: StudyRequest) -> StudyResult:
 
     from raydp_synth.runtime.ray_session import ensure_ray
     from raydp_synth.runtime.resources import gpus_ray_can_place
+    from raydp_synth.runtime.shared_storage import require_shared_storage
 
     total_cpus = ensure_ray()
+    require_shared_storage(storage_given, ray.nodes())  # before the study writes anything
     gpus_per_worker, note = gpus_ray_can_place(
         gpus_per_worker=request.gpus_per_worker(), workers=request.workers_per_trial,
         optional=request.gpus_per_trial is not None and not request.use_gpu,
