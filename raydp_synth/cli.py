@@ -17,9 +17,9 @@ __all__ = ["add_data_arguments", "add_fid_weights_argument", "add_release_argume
 
 def version_line() -> str:
     """What ``--version`` prints: ``raydp_synth VERSION``."""
-    from raydp_synth import __version__
+    import raydp_synth
 
-    return f"raydp_synth {__version__}"
+    return f"raydp_synth {raydp_synth.__version__}"
 
 
 def add_version_argument(parser: argparse.ArgumentParser) -> None:

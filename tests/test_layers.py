@@ -36,6 +36,7 @@ LAYERS = (
     "budget",
     "evaluate",
     "report",
+    "console",
 )
 
 
