@@ -94,7 +94,11 @@ def _direct(epochs: float, workers: int, use_gpu: bool) -> dict:
 
 
 class _WorkerMemory:
-    """Peak RSS of every Ray Train worker process seen while it runs."""
+    """Peak RSS of every process that runs a trial's loop while it runs: Ray Train
+    workers, and Tune's trial actors (``ray::ImplicitFunc``), where a 1-worker trial
+    runs its loop in process."""
+
+    LOOP_PROCESSES = (b"RayTrainWorker", b"ImplicitFunc")
 
     def __init__(self) -> None:
         self.peaks: dict[int, int] = {}
@@ -113,7 +117,8 @@ class _WorkerMemory:
         while not self._stop.wait(0.2):
             for proc in Path("/proc").glob("[0-9]*"):
                 try:
-                    if b"RayTrainWorker" not in (proc / "cmdline").read_bytes():
+                    cmdline = (proc / "cmdline").read_bytes()
+                    if not any(name in cmdline for name in self.LOOP_PROCESSES):
                         continue
                     status = (proc / "status").read_text()
                 except OSError:  # the process ended

@@ -26,7 +26,14 @@ run). ``share_of_default_trial`` is ``fixed_s`` against a default DPAF trial on 
 machine: bench/results/ray_scaling.json's direct 1-worker run (30 epochs) plus
 ``fixed_s``.
 
-Usage: python bench/trial_overhead.py [--repeats 2] [--out bench/results/trial_overhead.json]
+``--study-trials N`` also runs one N-trial study (in-process loops, the same fixed
+config in every trial) and splits its ``Tuner.fit`` wall time per trial: each
+trial's non-direct phases plus the gap from the previous trial's end (Tune's
+controller, the searcher, the trial actor's start or reuse) to its first line.
+With Tune's actor reuse only the first trial pays for a process start.
+
+Usage: python bench/trial_overhead.py [--repeats 2] [--study-trials 8]
+       [--out bench/results/trial_overhead.json]
 """
 
 from __future__ import annotations
@@ -49,6 +56,16 @@ LOOPS = (("ray_train", 1), ("in_process", 1), ("ray_train", 2))
 
 
 def _one_study(loop: str, workers: int) -> dict[str, Any]:
+    row = _study(loop, workers, trials=1)
+    (trial,) = row["per_trial"]
+    return {"phases_s": trial["phases_s"], "study_wall_s": row["study_wall_s"],
+            "tune_time_total_s": row["tune_time_total_s"]}
+
+
+def _study(loop: str, workers: int, *, trials: int) -> dict[str, Any]:
+    """One ``trials``-trial study of the fixed config; per trial, its phases with
+    ``tune_start`` the gap before it (from ``Tuner.fit`` or the previous trial's end)
+    and the last trial's ``tune_end``."""
     from ray import tune
 
     from raydp_synth.tune.study import StudyRequest, run_study
@@ -73,24 +90,48 @@ def _one_study(loop: str, workers: int) -> dict[str, Any]:
                 "fixed": FIXED,
             }))
             start = time.time()
-            run_study(StudyRequest(method="dpaf", epsilon=10.0, delta=1e-5, trials=1,
+            run_study(StudyRequest(method="dpaf", epsilon=10.0, delta=1e-5, trials=trials,
                                    search_space=space, storage=Path(tmp), name="bench",
                                    workers_per_trial=workers, evaluate=False,
                                    trial_loop="ray-train" if loop == "ray_train" else "auto"))
             wall = time.time() - start
-            (timing_path,) = Path(tmp, "bench", "trials").glob(f"*/{TRIAL_TIMING}")
-            timing = json.loads(timing_path.read_text())
-            (result_path,) = Path(tmp, "bench", "tune").glob("*/result.json")
-            results = [json.loads(line) for line in result_path.read_text().splitlines() if line]
+            timings = sorted((json.loads(path.read_text()) for path in
+                              Path(tmp, "bench", "trials").glob(f"*/{TRIAL_TIMING}")),
+                             key=lambda t: t["started_at"])
+            results = [json.loads(line) for path in Path(tmp, "bench", "tune").glob(
+                "*/result.json") for line in path.read_text().splitlines() if line]
     finally:
         tune.Tuner.fit = fit  # type: ignore[method-assign]
-    if timing["loop"] != loop:
-        raise RuntimeError(f"asked for a {loop} loop, the trial ran {timing['loop']}")
-    phases = {"tune_start": round(timing["started_at"] - stamps["tune_fit_start"], 3),
-              **timing["overhead_s"],
-              "tune_end": round(stamps["tune_fit_end"] - timing["ended_at"], 3)}
-    return {"phases_s": phases, "study_wall_s": round(wall, 2),
-            "tune_time_total_s": round(results[-1]["time_total_s"], 2)}
+    if len(timings) != trials or any(t["loop"] != loop for t in timings):
+        raise RuntimeError(f"asked for {trials} {loop} trial(s), ran "
+                           f"{[t['loop'] for t in timings]}")
+    per_trial = []
+    previous_end = stamps["tune_fit_start"]
+    for timing in timings:
+        phases = {"tune_start": round(timing["started_at"] - previous_end, 3),
+                  **timing["overhead_s"]}
+        per_trial.append({"phases_s": phases, "process": timing.get("process")})
+        previous_end = timing["ended_at"]
+    per_trial[-1]["phases_s"]["tune_end"] = round(stamps["tune_fit_end"] - previous_end, 3)
+    return {"per_trial": per_trial, "study_wall_s": round(wall, 2),
+            "fit_wall_s": round(stamps["tune_fit_end"] - stamps["tune_fit_start"], 2),
+            "tune_time_total_s": round(max(r["time_total_s"] for r in results), 2)}
+
+
+def _study_row(row: dict[str, Any], direct_default_s: float | None) -> dict[str, Any]:
+    """An N-trial study's fixed seconds per trial (phases a direct run lacks)."""
+    fixed = [sum(v for k, v in t["phases_s"].items() if k not in DIRECT_PHASES)
+             for t in row["per_trial"]]
+    out: dict[str, Any] = {
+        "trials": len(fixed), "fixed_s_per_trial": [round(f, 2) for f in fixed],
+        "mean_fixed_s": round(statistics.mean(fixed), 2),
+        "trial_processes": len({t["process"] for t in row["per_trial"]}),
+        "fit_wall_s": row["fit_wall_s"], "per_trial": row["per_trial"],
+    }
+    if direct_default_s:
+        out["share_of_default_trial"] = round(
+            out["mean_fixed_s"] / (direct_default_s + out["mean_fixed_s"]), 3)
+    return out
 
 
 def _median_row(runs: list[dict[str, Any]], direct_default_s: float | None) -> dict[str, Any]:
@@ -112,6 +153,8 @@ def _median_row(runs: list[dict[str, Any]], direct_default_s: float | None) -> d
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--study-trials", type=int, default=0, metavar="N",
+                        help="also run one N-trial in-process study (0: skip)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/trial_overhead.json"))
     args = parser.parse_args()
     from raydp_synth.runtime.ray_session import ensure_ray
@@ -141,6 +184,14 @@ def main() -> None:
     if direct_default_s:
         print(f"{'share of default':<18}" + "".join(
             f"{100 * row['share_of_default_trial']:>21.1f}%" for row in rows.values()))
+    if args.study_trials:
+        study = _study_row(_study("in_process", 1, trials=args.study_trials), direct_default_s)
+        result["study"] = study
+        print(f"{args.study_trials}-trial in-process study: fixed s per trial "
+              f"{study['fixed_s_per_trial']}, mean {study['mean_fixed_s']} s"
+              + (f" = {100 * study['share_of_default_trial']:.1f}% of a default trial"
+                 if direct_default_s else "")
+              + f", {study['trial_processes']} trial process(es)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
 

@@ -46,6 +46,12 @@ def ledger_statement(study_dir: Path) -> tuple[dict[str, Any], list[dict[str, An
                          trial_count_secret=budget.trial_count)
         if settings.density_ratio != 1:
             statement.update(density_ratio=settings.density_ratio)
+    if settings.mode == "subsampled":
+        eps = budget.subsampled_epsilons()
+        statement.update(distribution=settings.distribution, mean_trials=settings.trials,
+                         trial_count_secret=budget.trial_count,
+                         tune_fraction=settings.tune_fraction, tuning_epsilon=eps["tuning"],
+                         final_run_epsilon=eps["final"])
     return statement, entries
 
 
@@ -77,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'time':<32} {'kind':<8} {'trial':<22} {'plan epsilon':>12}  reason")
     for entry in entries[1:]:
         plan_eps = _plan_epsilon(entry, statement["delta"])
-        print(f"  {entry.get('time', ''):<32} {entry['kind']:<8} {entry.get('trial_id', ''):<22} "
+        kind = entry["kind"] + ("*" if entry.get("phase") == "final" else "")
+        print(f"  {entry.get('time', ''):<32} {kind:<8} {entry.get('trial_id', ''):<22} "
               f"{plan_eps:>12}  {entry.get('reason') or ''}")
     print(f"study statement: ({statement['epsilon']:.4f}, {statement['delta']:g})-DP for the whole "
           f"search so far (budget epsilon {statement['budget_epsilon']:g}); "
@@ -89,6 +96,16 @@ def main(argv: list[str] | None = None) -> int:
         if "density_ratio" in statement:
             print(f"  adaptive (dp-hypo): proposals within [1/{statement['density_ratio']:g}, "
                   f"{statement['density_ratio']:g}] x the prior, priced by DP-HyPO's bound")
+    if statement["mode"] == "subsampled":
+        final = statement["final_run_epsilon"]
+        print(f"  subsampled tuning (Koskela & Kulkarni 2023, variant 1): tuning phase on a "
+              f"Poisson q={statement['tune_fraction']:g} subset, {statement['distribution']} "
+              f"trial count with mean {statement['mean_trials']}; K={statement['trial_count_secret']} "
+              "(curator-only: never publish K)")
+        print(f"  tuning phase epsilon {statement['tuning_epsilon']:.4f} (amplified, Zhu & Wang "
+              "2019); final run (grant*) epsilon "
+              + ("not granted yet" if final is None else f"{final:.4f}")
+              + f"; composed (RDP) {statement['epsilon']:.4f}")
     return 0
 
 

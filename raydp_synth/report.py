@@ -196,7 +196,11 @@ def _study_row(directory: Path) -> ReportRow:
     else:
         pricing.update(epsilon=privacy.get("epsilon"), delta=privacy.get("delta"))
     mode = pricing.get("mode") or request.get("selection", "")
-    if mode == "random-stopping":
+    if mode == "subsampled":
+        q = pricing.get("tune_fraction", request.get("tune_fraction"))
+        counts = (f"whole search (subsampled q={q:g}: tuning phase + final run)"
+                  if isinstance(q, (int, float)) else "whole search (subsampled)")
+    elif mode == "random-stopping":
         mean = pricing.get("mean_trials", request.get("trials"))
         law = pricing.get("distribution", request.get("distribution"))
         counts = f"whole search (random stopping, {law}, mean {_trials(mean)})" \

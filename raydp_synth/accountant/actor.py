@@ -87,7 +87,8 @@ class BudgetAccountant:
     Args:
         study_dir: the study's directory (shared storage on a cluster); the ledger
             is ``study_dir/ledger.jsonl``. If it exists, the state is rebuilt from it.
-        epsilon, delta, mode, trials, distribution, reference_event, density_ratio:
+        epsilon, delta, mode, trials, distribution, reference_event, density_ratio,
+            tune_fraction:
             the study's settings (:class:`StudySettings`); events as ``event_to_json``
             dicts.
         name: the study's name, used as the metrics' ``study`` tag (default: the
@@ -108,6 +109,7 @@ class BudgetAccountant:
         distribution: str = "poisson",
         reference_event: dict[str, Any] | None = None,
         density_ratio: float = 1.0,
+        tune_fraction: float | None = None,
         name: str | None = None,
     ) -> None:
         settings = StudySettings(
@@ -118,6 +120,7 @@ class BudgetAccountant:
             distribution=distribution,
             reference_event=reference_event,
             density_ratio=density_ratio,
+            tune_fraction=tune_fraction,
         )
         self._dir = Path(study_dir)
         self._name = name or self._dir.name
@@ -193,7 +196,8 @@ class BudgetAccountant:
     # -- public API --------------------------------------------------------------
 
     def request(
-        self, trial_id: str, event: dict[str, Any], attempt: str | None = None
+        self, trial_id: str, event: dict[str, Any], attempt: str | None = None,
+        final: bool = False,
     ) -> dict[str, Any]:
         """Grant or refuse a trial's plan, before the trial touches data.
 
@@ -213,7 +217,7 @@ class BudgetAccountant:
         Raises:
             ConfigError: ``trial_id`` is not a non-empty string.
         """
-        decision = self._budget.decide(trial_id, event, attempt)
+        decision = self._budget.decide(trial_id, event, attempt, final=final)
         if decision.entry is None:  # a retried request of a recorded grant
             return self._response(trial_id, decision.granted, decision.reason)
         try:

@@ -30,6 +30,16 @@ Privacy argument, by mode:
   be dominated by the study's reference plan E_ref at every RDP order; the whole
   study then costs ``RepeatAndSelectDpEvent(E_ref, mean, shape)``. A granted trial
   counts as one of the K runs even if it crashes (score -inf).
+* ``subsampled``: Koskela & Kulkarni, 2023, "Practical Differentially Private
+  Hyperparameter Tuning with Subsampling", variant 1
+  (:mod:`raydp_synth.privacy.subsampled_tuning`). The tuning phase is random stopping
+  as above (K drawn the same way, every tuning plan dominated by E_ref, where E_ref
+  and the plans are sized for the public subset size ``round(q n)``) on a Poisson(q)
+  subset of the sensitive records, priced by Zhu & Wang's amplification of
+  ``RepeatAndSelectDpEvent(E_ref, mean, shape)``; then exactly one final run on all
+  the data (a grant with ``final=True``, only after the K tuning grants), priced by
+  RDP composition of the tuning curve and the final plan's curve. The final plan is
+  granted only if that composition is within the budget.
 
 Never refund: a granted plan counts in full even if its trial crashes, is pruned or
 stops early. Whatever the trial released before stopping (metrics, checkpoints, its
@@ -80,14 +90,18 @@ __all__ = [
     "LEDGER_FORMAT",
     "LEDGER_NAME",
     "MODES",
+    "FINAL_PHASE",
     "REASON_BUDGET",
     "REASON_CHANGED",
     "REASON_INVALID",
     "REASON_NOT_DOMINATED",
+    "REASON_FINAL_DONE",
     "REASON_RERUN",
+    "REASON_TUNING_UNFINISHED",
     "REASON_TRIAL_COUNT",
     "Decision",
     "StudyBudget",
+    "SUBSAMPLED_BOUND",
     "StudySettings",
     "check_ledger",
     "new_study_header",
@@ -97,7 +111,18 @@ __all__ = [
 LEDGER_NAME = "ledger.jsonl"
 #: The ``format`` of the study header that :func:`new_study_header` writes.
 LEDGER_FORMAT = 1
-MODES = ("compose", "random-stopping")
+MODES = ("compose", "random-stopping", "subsampled")
+#: The modes that draw a secret trial count K and check plans against E_ref.
+_RANDOM_STOPPING_MODES = ("random-stopping", "subsampled")
+#: A grant entry's ``phase`` for a subsampled study's final run.
+FINAL_PHASE = "final"
+#: The name of the bound a ``subsampled`` statement states.
+SUBSAMPLED_BOUND = (
+    "Koskela & Kulkarni, NeurIPS 2023, variant 1: the tuning phase's "
+    "RepeatAndSelectDpEvent (Papernot & Steinke, ICLR 2022) on a Poisson(q) subset, "
+    "amplified by Zhu & Wang's (ICML 2019) Poisson-subsampled RDP bound, composed "
+    "(RDP, Mironov 2017) with the final run on all the data "
+    "(raydp_synth.privacy.subsampled_tuning)")
 
 #: Reasons of refusals (the start of ``reason``; the rest says what was asked).
 REASON_BUDGET = "budget exhausted"
@@ -106,6 +131,8 @@ REASON_NOT_DOMINATED = "plan is not dominated by the study's reference plan"
 REASON_INVALID = "not a valid plan"
 REASON_CHANGED = "plan differs from the one already granted to this trial"
 REASON_RERUN = "trial already ran"
+REASON_TUNING_UNFINISHED = "the tuning phase has not finished"
+REASON_FINAL_DONE = "the final run was already granted"
 
 #: What a malformed or unpriceable event raises while it is read or priced.
 _UNREADABLE = (ConfigError, KeyError, TypeError, ValueError)
@@ -123,7 +150,7 @@ class StudySettings:
     Attributes:
         epsilon: the study's total budget (finite, > 0).
         delta: the delta of every statement (0 < delta < 1).
-        mode: ``"compose"`` or ``"random-stopping"``.
+        mode: ``"compose"``, ``"random-stopping"`` or ``"subsampled"``.
         trials: the planned number of trials N_max (compose) or the mean E[K]
             (random-stopping); >= 1.
         distribution: the distribution of K (random-stopping only; see
@@ -134,6 +161,8 @@ class StudySettings:
             within [1/c, c] times a fixed prior (``--sampler dp-hypo``), priced by
             :func:`~raydp_synth.privacy.adaptive_tuning.adaptive_random_stopping_epsilon`;
             1 is Papernot & Steinke's i.i.d. trials.
+        tune_fraction: q in (0, 1), the Poisson fraction of the tuning subset
+            (``subsampled`` only; None otherwise).
     """
 
     epsilon: float
@@ -143,6 +172,7 @@ class StudySettings:
     distribution: str = "poisson"
     reference_event: dict[str, Any] | None = field(default=None)
     density_ratio: float = 1.0
+    tune_fraction: float | None = None
 
     def __post_init__(self) -> None:
         if (
@@ -179,7 +209,14 @@ class StudySettings:
         require_checked_bound(self.density_ratio)
         if self.density_ratio != 1 and self.mode != "random-stopping":
             raise ConfigError("a density-ratio bound c > 1 (dp-hypo) is priced under random stopping only")
-        if self.mode == "random-stopping":
+        if self.mode == "subsampled":
+            q = self.tune_fraction
+            if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q < 1:
+                raise ConfigError(f"the tuning fraction {q!r} must be a number in (0, 1), e.g. 0.1")
+            object.__setattr__(self, "tune_fraction", float(q))
+        elif self.tune_fraction is not None:
+            raise ConfigError("a tuning fraction is priced under --selection subsampled only")
+        if self.mode in _RANDOM_STOPPING_MODES:
             parse_distribution(self.distribution)
             object.__setattr__(self, "distribution", self.distribution.strip().lower())
             if self.reference_event is None:
@@ -188,6 +225,13 @@ class StudySettings:
                     "(reference_event): every trial is checked against it"
                 )
             cost = self.random_stopping_epsilon()
+            if self.mode == "subsampled" and not cost < self.epsilon:
+                raise ConfigError(
+                    f"the tuning phase alone (reference plan, mean {self.trials} trials, "
+                    f"q={self.tune_fraction:g}) costs epsilon={cost:.4g}, leaving nothing of "
+                    f"the study's epsilon {self.epsilon:g} for the final run: calibrate the "
+                    "reference plan to a share of this budget"
+                )
             if not cost <= self.epsilon:
                 raise ConfigError(
                     f"the reference plan repeated {self.trials} times on average "
@@ -209,6 +253,7 @@ class StudySettings:
                 trials=header["trials"], distribution=header.get("distribution") or "poisson",
                 reference_event=header.get("reference_event"),
                 density_ratio=header.get("density_ratio") or 1.0,
+                tune_fraction=header.get("tune_fraction"),
             )
         except KeyError as exc:
             raise ConfigError(f"ledger {path}: the study header has no {exc}") from exc
@@ -222,9 +267,24 @@ class StudySettings:
             raise ConfigError("this study has no reference plan")
         return event_from_json(self.reference_event)
 
+    def tuning_rdp(self) -> np.ndarray:
+        """``subsampled``: the tuning phase's RDP curve on ORDERS (random stopping of
+        E_ref amplified by the Poisson(q) draw of the subset)."""
+        from raydp_synth.privacy.subsampled_tuning import amplified_tuning_rdp
+
+        if self.mode != "subsampled" or self.tune_fraction is None:
+            raise ConfigError("only a subsampled study has a tuning phase")
+        return amplified_tuning_rdp(self.reference(), mean=self.trials, shape=self.shape,
+                                    tune_fraction=self.tune_fraction)
+
     def random_stopping_epsilon(self) -> float:
         """Epsilon of ``RepeatAndSelectDpEvent(E_ref, trials, shape)`` at ``delta``;
-        with c = :attr:`density_ratio` > 1, DP-HyPO's bound (adaptive_tuning)."""
+        with c = :attr:`density_ratio` > 1, DP-HyPO's bound (adaptive_tuning);
+        ``subsampled``: of the amplified tuning phase (:meth:`tuning_rdp`)."""
+        if self.mode == "subsampled":
+            from raydp_synth.privacy.subsampled_tuning import epsilon_from_rdp
+
+            return epsilon_from_rdp(self.tuning_rdp(), self.delta)
         if self.density_ratio != 1:
             return adaptive_random_stopping_epsilon(
                 self.reference(), mean=self.trials, shape=self.shape, delta=self.delta,
@@ -241,10 +301,12 @@ class StudySettings:
             "delta": self.delta,
             "mode": self.mode,
             "trials": self.trials,
-            "distribution": self.distribution if self.mode == "random-stopping" else None,
+            "distribution": self.distribution if self.mode in _RANDOM_STOPPING_MODES else None,
             "reference_event": self.reference_event,
             # absent (None) for c = 1, so ledgers written before dp-hypo still match
             "density_ratio": self.density_ratio if self.density_ratio != 1 else None,
+            # absent (None) outside subsampled mode, so older ledgers still match
+            "tune_fraction": self.tune_fraction,
         }
 
     def check_header(self, header: Mapping[str, Any], *, path: Path | str) -> None:
@@ -264,8 +326,8 @@ class StudySettings:
                     "under a new study name (a new study directory), or resume the study with "
                     "the same settings as the ledger's"
                 )
-        if self.mode == "random-stopping" and not isinstance(header.get("trial_count"), int):
-            raise ConfigError(f"ledger {path}: the random-stopping header has no trial count")
+        if self.mode in _RANDOM_STOPPING_MODES and not isinstance(header.get("trial_count"), int):
+            raise ConfigError(f"ledger {path}: the {self.mode} header has no trial count")
 
 
 def _check_is_header(header: Any, *, path: Path | str) -> None:
@@ -284,7 +346,7 @@ def new_study_header(settings: StudySettings, *, name: str) -> dict[str, Any]:
     """
     header: dict[str, Any] = {"kind": "study", "format": LEDGER_FORMAT, **settings.header_fields()}
     header.update(name=name, time=_now(), dp_accounting=version("dp-accounting"))
-    if settings.mode == "random-stopping":
+    if settings.mode in _RANDOM_STOPPING_MODES:
         rng = np.random.default_rng(secrets.randbits(128))
         header["trial_count"] = draw_trial_count(settings.distribution, settings.trials, rng)
     return header
@@ -349,6 +411,10 @@ class StudyBudget:
         self._random_stopping_epsilon = (
             settings.random_stopping_epsilon() if settings.mode == "random-stopping" else None
         )
+        #: subsampled: the tuning phase's curve (fixed by the settings) and the final
+        #: run's granted plan (None until granted).
+        self._tuning_rdp = settings.tuning_rdp() if settings.mode == "subsampled" else None
+        self._final_event: dpa.DpEvent | None = None
         self._composition = Composition()  # compose mode: every grant, in ledger order
         self._grants: dict[str, dict[str, Any]] = {}
         self._refused: set[str] = set()
@@ -417,6 +483,13 @@ class StudyBudget:
                     f"ledger {self.source}, line {line}: grant with an unreadable "
                     f"event ({exc}); restore the ledger from a backup"
                 ) from exc
+            if entry.get("phase") == FINAL_PHASE:
+                if self.settings.mode != "subsampled" or self._final_event is not None:
+                    raise ConfigError(
+                        f"ledger {self.source}, line {line}: a final-run grant in a "
+                        f"{self.settings.mode} study that cannot have one; restore the "
+                        "ledger from a backup")
+                self._final_event = event
             self._grants.setdefault(str(trial_id), dict(entry))
             self._refused.discard(str(trial_id))
         elif kind == "refusal":
@@ -429,9 +502,36 @@ class StudyBudget:
             )
         self._recorded += 1
 
+    def tuning_grants(self) -> int:
+        """Grants of trials (every grant but a subsampled study's final run)."""
+        return len(self._grants) - (self._final_event is not None)
+
+    def subsampled_epsilons(self) -> dict[str, float | None]:
+        """``subsampled``: the tuning phase's epsilon alone, the final run's alone
+        (None before its grant) and their composition (variant 1; the tuning phase
+        alone before the final grant), all by RDP at the study's delta."""
+        from raydp_synth.privacy.accounting import rdp_curve
+        from raydp_synth.privacy.subsampled_tuning import epsilon_from_rdp, variant1_rdp
+
+        if self._tuning_rdp is None:
+            raise ConfigError("only a subsampled study has a tuning phase")
+        delta = self.settings.delta
+        tuning = epsilon_from_rdp(self._tuning_rdp, delta)
+        if self._final_event is None:
+            return {"tuning": tuning, "final": None, "total": tuning}
+        return {
+            "tuning": tuning,
+            "final": epsilon_from_rdp(rdp_curve(self._final_event), delta),
+            "total": epsilon_from_rdp(variant1_rdp(self._tuning_rdp, self._final_event), delta),
+        }
+
     def spent_price(self) -> Price | None:
         """The study's epsilon so far by each accountant (None: nothing granted in
-        compose mode). random-stopping: RDP alone (the theorem is an RDP theorem)."""
+        compose mode). random-stopping: RDP alone (the theorem is an RDP theorem).
+        subsampled: RDP alone, the tuning phase's (priced in full from the start, as
+        random stopping's), composed with the final run once it is granted."""
+        if self._tuning_rdp is not None:
+            return rdp_only_price(float(self.subsampled_epsilons()["total"] or 0.0))
         if self._random_stopping_epsilon is not None:
             return rdp_only_price(self._random_stopping_epsilon)
         return self._composition.price(self.settings.delta) if self._grants else None
@@ -445,12 +545,13 @@ class StudyBudget:
         return max(0.0, self.settings.epsilon - self.spent_epsilon())
 
     def can_grant(self) -> bool:
-        """random-stopping: whether K still allows a grant; compose: whether any
-        budget is left at all (a given plan may still not fit)."""
-        if self.settings.mode == "random-stopping":
+        """random-stopping: whether K still allows a grant; subsampled: whether K
+        still allows a tuning trial (the final run is granted apart); compose:
+        whether any budget is left at all (a given plan may still not fit)."""
+        if self.settings.mode in _RANDOM_STOPPING_MODES:
             if self.trial_count is None:
-                raise PrivacyInvariantError("a random-stopping study without its trial count")
-            return len(self._grants) < self.trial_count
+                raise PrivacyInvariantError(f"a {self.settings.mode} study without its trial count")
+            return self.tuning_grants() < self.trial_count
         return self.spent_epsilon() < self.settings.epsilon
 
     def granted_events(self) -> list[dict[str, Any]]:
@@ -484,6 +585,23 @@ class StudyBudget:
                 "trials_granted": len(self._grants),
                 "events": self.granted_events(),
             }
+        if s.mode == "subsampled":
+            eps = self.subsampled_epsilons()
+            return {
+                **common,
+                "selection": "subsampled",
+                "variant": 1,
+                "tune_fraction": s.tune_fraction,
+                "distribution": s.distribution,
+                "mean_trials": s.trials,
+                "reference_event": s.reference_event,
+                "tuning_epsilon": eps["tuning"],
+                "final_run_epsilon": eps["final"],
+                "total_epsilon": eps["total"],
+                "final_event": None if self._final_event is None
+                else event_to_json(self._final_event),
+                "theorem": SUBSAMPLED_BOUND,
+            }
         return {
             **common,
             "distribution": s.distribution,
@@ -500,7 +618,7 @@ class StudyBudget:
     # -- decisions ---------------------------------------------------------------
 
     def decide(
-        self, trial_id: str, event: Any, attempt: str | None = None
+        self, trial_id: str, event: Any, attempt: str | None = None, *, final: bool = False
     ) -> Decision:
         """Grant or refuse a trial's plan against the current state; changes nothing.
 
@@ -515,6 +633,8 @@ class StudyBudget:
             event: the trial's whole plan, ``event_to_json(plan.event())``.
             attempt: a fresh random nonce per execution of the trial (None: the
                 caller promises a trial id is never executed twice).
+            final: the plan is a subsampled study's final run on all the data
+                (granted once, after the K tuning grants, if the composition fits).
 
         Raises:
             ConfigError: ``trial_id`` is not a non-empty string.
@@ -545,6 +665,13 @@ class StudyBudget:
                 event_json,
             )
 
+        if final and self.settings.mode != "subsampled":
+            return self._refusal(
+                trial_id, f"{REASON_INVALID}: a final run is priced in subsampled mode only",
+                event_json)
+        if final:
+            return self._decide_final(trial_id, plan, event_json, attempt)
+
         if self.settings.mode == "compose":
             try:
                 composed = self._composition.plus(plan)
@@ -566,8 +693,11 @@ class StudyBudget:
 
         if self.trial_count is None or self._reference is None:
             raise PrivacyInvariantError(
-                "a random-stopping study without its trial count or reference plan")
-        if len(self._grants) >= self.trial_count:
+                f"a {self.settings.mode} study without its trial count or reference plan")
+        if self._final_event is not None:
+            return self._refusal(trial_id, f"{REASON_TRIAL_COUNT}: {REASON_FINAL_DONE}",
+                                 event_json)
+        if self.tuning_grants() >= self.trial_count:
             return self._refusal(trial_id, REASON_TRIAL_COUNT, event_json)
         try:
             covered = dominates(self._reference, plan)
@@ -583,6 +713,38 @@ class StudyBudget:
                 event_json,
             )
         return self._grant(trial_id, event_json, self._composition, attempt)
+
+    def _decide_final(self, trial_id: str, plan: dpa.DpEvent, event_json: dict[str, Any],
+                      attempt: str | None) -> Decision:
+        """A subsampled study's final run: after exactly K tuning grants (the theorem
+        prices the best of K), once, and only if tuning + final fits the budget."""
+        from raydp_synth.privacy.subsampled_tuning import epsilon_from_rdp, variant1_rdp
+
+        if self.trial_count is None or self._tuning_rdp is None:
+            raise PrivacyInvariantError("a subsampled study without its trial count or curve")
+        if self._final_event is not None:
+            return self._refusal(trial_id, REASON_FINAL_DONE, event_json)
+        if self.tuning_grants() < self.trial_count:
+            return self._refusal(
+                trial_id, f"{REASON_TUNING_UNFINISHED}: the final run is granted after the "
+                "study's random number of tuning trials", event_json)
+        try:
+            total = epsilon_from_rdp(variant1_rdp(self._tuning_rdp, plan), self.settings.delta)
+        except _UNPRICEABLE as exc:
+            return self._refusal(
+                trial_id, f"{REASON_INVALID}: RDP cannot price it ({exc})", event_json)
+        if not total <= self.settings.epsilon:  # NaN-safe
+            return self._refusal(
+                trial_id,
+                f"{REASON_BUDGET}: the tuning phase composed with this final run would bring "
+                f"the study to epsilon={total:.6g} > budget {self.settings.epsilon:g} "
+                f"(tuning phase {self.spent_epsilon():.6g}, at delta={self.settings.delta:g})",
+                event_json,
+            )
+        decision = self._grant(trial_id, event_json, self._composition, attempt)
+        assert decision.entry is not None
+        decision.entry["phase"] = FINAL_PHASE
+        return decision
 
     def record(self, decision: Decision) -> None:
         """Take a decision into the state, once its ``entry`` is durable.
@@ -606,6 +768,8 @@ class StudyBudget:
             if decision._composition is None:
                 raise PrivacyInvariantError("a grant without the composition it was decided on")
             self._composition = decision._composition
+            if decision.entry.get("phase") == FINAL_PHASE:
+                self._final_event = event_from_json(decision.entry["event"])
             self._grants[trial_id] = decision.entry
             self._refused.discard(trial_id)
         elif trial_id not in self._grants:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from raydp_synth.errors import ConfigError
@@ -45,12 +46,14 @@ def score_generator(
     classifier: str = DEFAULT_SCORE_CLASSIFIER,
     num_synthetic: int = 2000,
     seed: int = 0,
+    divisor: int | None = None,
 ) -> SelectionScore:
     """Train ``classifier`` on the generator's samples, release its score on ``split``.
 
     ``split`` is the private validation split (noised with the plan's
     :data:`SELECTION_SCORE` mechanism) or a dataset the user declared public
-    (``split.public``: no noise, no cost).
+    (``split.public``: no noise, no cost). ``divisor``: a public count to divide by
+    instead of ``len(split)`` (:func:`~raydp_synth.privacy.selection_score.release_score`).
     """
     from raydp_synth.evaluation.classifiers import fit_classifier
 
@@ -61,6 +64,8 @@ def score_generator(
     if not split.public:
         names = [m.name for m in plan.mechanisms]
         mechanism = plan.mechanism(SELECTION_SCORE) if SELECTION_SCORE in names else None
-    return release_score(model.predict(split.images), split.labels, mechanism=mechanism,
+    # A secret subset's validation part may be empty: its count is 0, plus the noise.
+    predicted = model.predict(split.images) if len(split) else np.zeros(0, dtype=np.int64)
+    return release_score(predicted, split.labels, mechanism=mechanism,
                          public=split.public, noise_generator=noise_generator,
-                         classifier=classifier)
+                         classifier=classifier, divisor=divisor)

@@ -124,6 +124,7 @@ def release_score(
     public: bool,
     noise_generator: torch.Generator | None,
     classifier: str,
+    divisor: int | None = None,
 ) -> SelectionScore:
     """Release the score of ``predicted`` against a validation split's labels.
 
@@ -134,12 +135,15 @@ def release_score(
             split is public): its noise std is ``sigma * 1``.
         public: True only for a split the user declared public (no noise, no cost).
         noise_generator: source of the noise, seeded from the run's secret seed.
+        divisor: a public count to divide the noisy count by instead of the split's
+            size (a secret subset's realised size is data-dependent: dividing by it
+            would release it; any fixed number keeps the division post-processing).
 
     Raises:
         ConfigError: a private split scored without a planned mechanism.
     """
-    n = len(labels)
-    if n == 0:
+    n = len(labels) if divisor is None else int(divisor)
+    if n <= 0:
         raise ConfigError("the validation split is empty; the score needs records to score on")
     count = correct_count(predicted, labels)
     if public:

@@ -213,12 +213,16 @@ def fit_on_ray_train(
     name: str,
     callbacks: Sequence[Any] = (),
     stamps: dict[str, float] | None = None,
+    train_subset: Any = None,
+    source_records: int | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, float]]]:
     """Run a method's DP loop as a Ray Train ``TorchTrainer``; return the final
     checkpoint's state and the metrics history.
 
     The plan must already be granted (the caller's job). The secret ``dp_seed``
-    reaches the workers through the object store, never in a persisted config.
+    reaches the workers through the object store, never in a persisted config; so
+    does ``train_subset`` (subsampled tuning's secret indices into the training
+    split of ``source_records`` records: the loop reads only those).
     ``stamps``, if given, gets rank 0's wall-clock stamps (``worker_start``,
     ``loop_start``, ``loop_end``, ``worker_end``) when the run's storage is shared
     with rank 0's node.
@@ -234,6 +238,9 @@ def fit_on_ray_train(
                        cpus_per_worker=cpus_per_worker)
     # A reference, not the value: the secret never enters a persisted config.
     payload["dp_seed_ref"] = ray.put(dp_seed)
+    if train_subset is not None:  # subsampled tuning's secret subset: also a reference
+        payload["train_subset_ref"] = ray.put(train_subset)
+        payload["source_records"] = source_records
     timing_file = storage / WORKER_TIMING_FILE
     if stamps is not None:
         storage.mkdir(parents=True, exist_ok=True)
@@ -303,6 +310,8 @@ def fit_in_process(
     name: str,
     forward: Callable[[dict[str, float]], None] | None = None,
     stamps: dict[str, float] | None = None,
+    train_subset: Any = None,
+    source_records: int | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, float]]]:
     """Run a method's DP loop as a single worker **in this process** (a 1-worker
     Tune trial: no second Ray Train worker group, placement group or process
@@ -323,8 +332,10 @@ def fit_in_process(
     folder.mkdir(parents=True, exist_ok=True)
     sink = LocalCheckpoints(folder, forward)
     device = torch.device("cuda", 0) if use_gpu else torch.device("cpu")
+    if train_subset is not None:
+        payload["source_records"] = source_records
     run_worker_loop(payload, rank=0, world_size=1, device=device, dp_seed=dp_seed, sink=sink,
-                    stamps=stamps)
+                    stamps=stamps, train_subset=train_subset)
     if sink.last is None:
         raise RuntimeError("training finished without a checkpoint")
     return _read_checkpoint(sink.last)

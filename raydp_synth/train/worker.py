@@ -100,7 +100,8 @@ class Reporter:
 
 def run_worker_loop(payload: Mapping[str, Any], *, rank: int, world_size: int,
                     device: torch.device, dp_seed: int, sink: ReportSink,
-                    stamps: dict[str, float] | None = None) -> Reporter:
+                    stamps: dict[str, float] | None = None,
+                    train_subset: Any = None) -> Reporter:
     """One worker's body: rebuild the typed config and plan from ``payload``, read
     the training split, and run ``payload["method"]``'s DP loop with reports
     through an allow-list :class:`Reporter` into ``sink``.
@@ -109,7 +110,10 @@ def run_worker_loop(payload: Mapping[str, Any], *, rank: int, world_size: int,
     (never from the payload, which holds only public quantities). ``stamps``, if
     given, gets the wall times (``time.time()``) of ``loop_start`` and ``loop_end``
     (the DP loop's start and end: the phases around it are Ray's fixed overhead;
-    see bench/trial_overhead.py).
+    see bench/trial_overhead.py). ``train_subset``: the indices of the training
+    records this run may read (subsampled tuning's secret subset, as a value like
+    ``dp_seed``, never in the payload); the payload's ``source_records`` is then the
+    size of the split they index, and ``data_info`` the subset's public facts.
     """
     torch.set_num_threads(max(1, int(payload.get("threads_per_worker", 1))))
     method = get_method(payload["method"])
@@ -118,17 +122,23 @@ def run_worker_loop(payload: Mapping[str, Any], *, rank: int, world_size: int,
     plan = PrivacyPlan.from_dict(payload["plan"])
     splits, public = load_training_data(payload["dataset"], public=payload.get("public"),
                                         image_size=data.image_size, seed=payload["data_seed"])
-    if len(splits.train) != data.num_records or (len(public) if public else 0) != data.public_records:
+    expected = data.num_records if train_subset is None else int(payload["source_records"])
+    if len(splits.train) != expected or (len(public) if public else 0) != data.public_records:
         raise RuntimeError(
             f"the training split has {len(splits.train)} records but the plan was made "
             f"for {data.num_records}: the dataset changed after planning"
         )
+    train = splits.train
+    if train_subset is not None:
+        from raydp_synth.tune.subsampled_search import subset_records
+
+        train = subset_records(train, train_subset)
     reporter = Reporter(method.metric_allowlist, rank=rank, sink=sink)
     ctx = WorkerContext(
         config=config,
         plan=plan,
         data=data,
-        train=splits.train,
+        train=train,
         rank=rank,
         world_size=world_size,
         device=device,
@@ -163,8 +173,10 @@ def train_loop_per_worker(payload: dict[str, Any]) -> None:
     # The secret DP seed travels through the object store, never in a config that
     # Ray or we write to disk.
     dp_seed = int(ray.get(payload["dp_seed_ref"]))
+    subset_ref = payload.get("train_subset_ref")
     run_worker_loop(payload, rank=rank, world_size=world_size, device=device, dp_seed=dp_seed,
-                    sink=ray_train_sink, stamps=stamps)
+                    sink=ray_train_sink, stamps=stamps,
+                    train_subset=None if subset_ref is None else ray.get(subset_ref))
     timing_file = payload.get("timing_file")
     if timing_file and rank == 0:
         stamps["worker_end"] = time.time()

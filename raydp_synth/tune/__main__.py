@@ -18,6 +18,7 @@ from raydp_synth.cli import (
     run_cli,
 )
 from raydp_synth.tune.study_settings import TRIAL_LOOPS
+from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
 
 __all__ = ["main"]
 
@@ -36,8 +37,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trials", type=int, default=8,
                         help="compose: at most this many trials; random-stopping: their mean "
                         "(default 8)")
-    parser.add_argument("--selection", default="compose", choices=("compose", "random-stopping"),
-                        help="how the search is priced (default compose; see docs/privacy.md)")
+    parser.add_argument("--selection", default="compose",
+                        choices=("compose", "random-stopping", "subsampled"),
+                        help="how the search is priced (default compose; see docs/privacy.md). "
+                        "subsampled: random stopping on a secret Poisson subset of fraction "
+                        "--tune-fraction, then one run on all the data with the extrapolated "
+                        "best config (Koskela & Kulkarni 2023; docs/budget-pricing.md section 9)")
+    parser.add_argument("--tune-fraction", type=float, default=DEFAULT_TUNE_FRACTION, metavar="Q",
+                        help="subsampled: the Poisson fraction of the sensitive records the "
+                        f"tuning trials run on, 0 < Q < 1 (default {DEFAULT_TUNE_FRACTION})")
+    parser.add_argument("--tune-share", type=float, default=DEFAULT_TUNE_SHARE, metavar="S",
+                        help="subsampled: the tuning phase's own epsilon as a fraction of "
+                        f"--epsilon, 0 < S < 1 (default {DEFAULT_TUNE_SHARE}); the final run "
+                        "gets what the composition leaves")
     parser.add_argument("--distribution", default="poisson",
                         help="random-stopping's trial-count law: poisson | geometric | "
                         "logarithmic | tnb:ETA (default poisson)")
@@ -101,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     tune_on_public = args.tune_on_public
     if args.download:
         download_declared([dataset, public, public_validation, tune_on_public])
-    sampler = args.sampler or ("random" if args.selection == "random-stopping" else "tpe")
+    sampler = args.sampler or ("tpe" if args.selection == "compose" else "random")
     run_study(StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
         selection=args.selection, distribution=args.distribution, sampler=sampler,
@@ -112,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         gpus_per_trial=args.gpus_per_trial, trial_loop=args.trial_loop, dataset=dataset,
         storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,
         public=public, public_validation=public_validation, evaluate=not args.no_eval,
-        tune_on_public=tune_on_public,
+        tune_on_public=tune_on_public, tune_fraction=args.tune_fraction,
+        tune_share=args.tune_share,
         **release_overrides(args),
     ))
     return 0

@@ -2,8 +2,9 @@
 with the budget the accountant has left.
 
 Strategies that choose the hyperparameters elsewhere (``--tune-on-public``:
-:mod:`raydp_synth.tune.public_search`; a later search on a priced subset of the
-sensitive data) end here. The final run is an ordinary study trial
+:mod:`raydp_synth.tune.public_search`; ``--selection subsampled``, a priced search
+on a secret subset of the sensitive data: :mod:`raydp_synth.tune.subsampled_search`)
+end here. The final run is an ordinary study trial
 (:func:`~raydp_synth.tune.trial.run_trial`) in a Tune experiment of one sample
 whose configuration is fixed, so it goes through the same path as every trial:
 its plan is calibrated before it reads data, the study's accountant grants it
@@ -16,6 +17,10 @@ total: it takes exactly the budget left (all of it when nothing was granted
 before). The accountant re-prices the composition and refuses what would
 overspend. The configuration is a fixed input: whatever chose it must be priced
 by the caller (public data: nothing to price).
+
+The subsampled final run (:func:`subsampled_final_settings`) is priced instead as the
+tuning phase's curve composed with its plan (variant 1 of Koskela & Kulkarni 2023),
+calibrated to the study's total and granted by the accountant as the final run.
 """
 
 from __future__ import annotations
@@ -24,9 +29,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from raydp_synth.tune.study_settings import StudySettings
+from raydp_synth.tune.study_settings import SUBSAMPLED_FINAL, StudySettings
 
-__all__ = ["FINAL_EXPERIMENT", "final_run_settings", "run_final"]
+__all__ = ["FINAL_EXPERIMENT", "final_run_settings", "run_final", "subsampled_final_settings"]
 
 #: The final run's Tune experiment (a ``tune*`` folder: the study's release looks there).
 FINAL_EXPERIMENT = "tune"
@@ -41,6 +46,17 @@ def final_run_settings(study: StudySettings, *, granted_before: int) -> StudySet
     return replace(study, selection="compose", trials=granted_before + 1, reference_event=None)
 
 
+def subsampled_final_settings(study: StudySettings,
+                              settings: Mapping[str, Any]) -> StudySettings:
+    """``study`` (a subsampled study's settings) as its final run's: the method
+    settings ``settings`` (the extrapolated best config) fixed, nothing searched, the
+    plan calibrated against the tuning phase's curve (``study.tuning_rdp``)."""
+    if study.tuning_rdp is None:
+        raise ValueError("a subsampled final run needs the tuning phase's curve")
+    fixed = {k: v for k, v in settings.items() if k != "seed"}  # the study's seed is used
+    return replace(study, selection=SUBSAMPLED_FINAL, space=study.space.with_fixed(fixed))
+
+
 def run_final(study: StudySettings, config: Mapping[str, Any], *, driver_cpus: float) -> None:
     """Run the final trial of ``config`` (a Tune trial config, as a search produced
     it) under ``study`` (:func:`final_run_settings`); its checkpoint lands under
@@ -52,8 +68,10 @@ def run_final(study: StudySettings, config: Mapping[str, Any], *, driver_cpus: f
 
     from raydp_synth.tune.trial import trial_trainable
 
-    if study.selection != "compose" or study.reference_event is not None:
-        raise ValueError("the final run is a compose trial: build it with final_run_settings")
+    if not (study.selection == "compose" and study.reference_event is None
+            or study.selection == SUBSAMPLED_FINAL):
+        raise ValueError("the final run is a compose trial (final_run_settings) or a "
+                         "subsampled study's (subsampled_final_settings)")
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     tune.Tuner(
         trial_trainable(study, driver_cpus=driver_cpus),

@@ -18,6 +18,13 @@ Two pricing modes (docs/budget-pricing.md, section 6):
   is calibrated to be dominated by E_ref at every RDP order of the accountant's grid,
   so every trial is "at most Q" and the theorem applies. RDP alone prices this mode:
   the theorem is an RDP theorem and PLD cannot price ``RepeatAndSelectDpEvent``.
+* ``subsampled`` (Koskela & Kulkarni 2023, variant 1): as random stopping for the
+  tuning trials, with E_ref (a plan sized for the tuning subset) calibrated so that
+  the *amplified* tuning phase costs a share of the budget
+  (:func:`subsampled_reference_plan`); the final run is calibrated so that the tuning
+  curve composed with its own meets the budget (:func:`plan_for_subsampled_final`).
+  RDP alone, on :data:`~raydp_synth.privacy.accounting.ORDERS` (the orders the
+  accountant's check uses), whatever the calibration's pricing.
 
 Everything here is computed from public quantities (configs, dataset size) and
 from the ledger's plans: no sensitive data.
@@ -40,9 +47,10 @@ from raydp_synth.privacy import pricing as _pricing
 from raydp_synth.privacy.accounting import dominance_ratio, rdp_curve
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.pricing import Pricing
-from raydp_synth.tune.study_settings import PUBLIC_SEARCH
+from raydp_synth.tune.study_settings import PUBLIC_SEARCH, SUBSAMPLED_FINAL
 
-__all__ = ["plan_dominated_by", "plan_for_compose", "reference_plan", "trial_plan"]
+__all__ = ["plan_dominated_by", "plan_for_compose", "plan_for_subsampled_final",
+           "reference_plan", "subsampled_reference_plan", "trial_plan"]
 
 
 def _plan_priced(
@@ -148,6 +156,58 @@ def plan_dominated_by(
     return replace(plan, target_epsilon=eps)
 
 
+def subsampled_reference_plan(
+    method: Method,
+    config: Any,
+    data: DataInfo,
+    *,
+    target_epsilon: float,
+    delta: float,
+    mean_trials: float,
+    shape: float,
+    tune_fraction: float,
+    score_share: float,
+) -> PrivacyPlan:
+    """E_ref of subsampled tuning: the plan of ``config`` on ``data`` (the subset's
+    public facts) whose random stopping, amplified by the Poisson(``tune_fraction``)
+    draw of the subset, costs ``target_epsilon`` (the tuning share of the budget)."""
+    from raydp_synth.privacy.subsampled_tuning import amplified_tuning_rdp, epsilon_from_rdp
+
+    def price(plan: PrivacyPlan, pricing: Pricing) -> float:  # RDP on ORDERS, whatever pricing
+        return epsilon_from_rdp(amplified_tuning_rdp(
+            plan.event(), mean=mean_trials, shape=shape, tune_fraction=tune_fraction), delta)
+
+    plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
+                       score_share=score_share, price=price)
+    return replace(plan, target_epsilon=plan.epsilon())
+
+
+def plan_for_subsampled_final(
+    method: Method,
+    config: Any,
+    data: DataInfo,
+    *,
+    tuning_rdp: Sequence[float],
+    target_epsilon: float,
+    delta: float,
+    score_share: float,
+) -> PrivacyPlan:
+    """The final run's plan: the tuning phase's curve composed with it (variant 1)
+    meets ``target_epsilon``, the study's total (the accountant's own check)."""
+    import numpy as np
+
+    from raydp_synth.privacy.subsampled_tuning import epsilon_from_rdp, variant1_rdp
+
+    tuning = np.asarray(tuning_rdp, dtype=np.float64)
+
+    def price(plan: PrivacyPlan, pricing: Pricing) -> float:  # RDP on ORDERS, whatever pricing
+        return epsilon_from_rdp(variant1_rdp(tuning, plan.event()), delta)
+
+    plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
+                       score_share=score_share, price=price)
+    return replace(plan, target_epsilon=plan.epsilon())
+
+
 def trial_plan(
     method: Method,
     config: Any,
@@ -160,23 +220,39 @@ def trial_plan(
     score_share: float,
     granted: Sequence[dpa.DpEvent] = (),
     reference_event: dpa.DpEvent | None = None,
+    tuning_rdp: Sequence[float] | None = None,
+    trial_data: DataInfo | None = None,
 ) -> PrivacyPlan:
     """The plan of a study's next trial of ``config``: what every trial asks the
     accountant for (:func:`raydp_synth.tune.trial.run_trial`), and what the study
-    checks before Ray starts (the first trial's, :func:`raydp_synth.tune.study.run_study`).
+    checks before Ray starts (the first trial's,
+    :func:`raydp_synth.tune.study.check_first_trial_affordable`).
 
     Args:
+        data: the public facts of the study's training split.
         selection: ``compose`` (``granted`` composed with the ``trials`` not yet
-            granted, :func:`plan_for_compose`), ``random-stopping`` (dominated by
-            ``reference_event``, E_ref: :func:`plan_dominated_by`) or
+            granted, :func:`plan_for_compose`);
             :data:`~raydp_synth.tune.study_settings.PUBLIC_SEARCH` (one run at the
-            whole budget, scored on public data).
+            whole budget, scored on public data);
+            :data:`~raydp_synth.tune.study_settings.SUBSAMPLED_FINAL` (the final run
+            after the tuning phase whose RDP curve is ``tuning_rdp``,
+            :func:`plan_for_subsampled_final`); otherwise a trial dominated by
+            ``reference_event``, E_ref (random stopping, subsampled tuning:
+            :func:`plan_dominated_by`).
         granted: compose: the events the ledger granted so far, in ledger order.
+        trial_data: a dominated trial's own public facts where they are not
+            ``data``'s (subsampled tuning's subset).
 
     Raises:
         ConfigError: no plan of ``config`` fits (e.g. a budget too small for its
             steps: "no noise multiplier ... reaches epsilon=...").
     """
+    if selection == SUBSAMPLED_FINAL:  # the tuning phase composed with this run
+        if tuning_rdp is None:
+            raise PrivacyInvariantError("a subsampled final run without its tuning curve")
+        return plan_for_subsampled_final(method, config, data, tuning_rdp=tuning_rdp,
+                                         target_epsilon=epsilon, delta=delta,
+                                         score_share=score_share)
     if selection == PUBLIC_SEARCH:
         return plan_for_compose(method, config, data, target_epsilon=epsilon, delta=delta,
                                 granted=[], remaining_trials=1, score_share=0.0)
@@ -185,6 +261,6 @@ def trial_plan(
                                 granted=granted, remaining_trials=trials - len(granted),
                                 score_share=score_share)
     if reference_event is None:
-        raise PrivacyInvariantError("a random-stopping trial without its reference plan E_ref")
-    return plan_dominated_by(method, config, data, reference_event=reference_event,
+        raise PrivacyInvariantError(f"a {selection} trial without its reference plan E_ref")
+    return plan_dominated_by(method, config, trial_data or data, reference_event=reference_event,
                              delta=delta, score_share=score_share)

@@ -32,6 +32,7 @@ from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
 from raydp_synth.tune.study_settings import TRIAL_LOOPS, StudySettings
+from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
 
 if TYPE_CHECKING:
     from raydp_synth.data import DataInfo
@@ -46,7 +47,7 @@ __all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "check_first_trial_affor
 #: itself and asks for the worker's share too: raydp_synth.tune.trial.trial_resources).
 TRIAL_DRIVER_CPUS = 0.01
 
-SELECTIONS = ("compose", "random-stopping")
+SELECTIONS = ("compose", "random-stopping", "subsampled")
 SAMPLERS = ("tpe", "random", "dp-hypo")
 
 
@@ -95,6 +96,11 @@ class StudyRequest:
         tune_on_public: a dataset declared public to search on at no privacy cost;
             the study then releases one private run of the best config with the whole
             budget (:mod:`raydp_synth.tune.public_search`); None: a private search.
+        tune_fraction: ``--selection subsampled``'s q, the Poisson fraction of the
+            sensitive records the tuning phase runs on (``--tune-fraction``).
+        tune_share: ``--selection subsampled``: the tuning phase's own epsilon as a
+            fraction of ``epsilon`` (``--tune-share``); the final run gets the rest
+            (:mod:`raydp_synth.tune.subsampled_search`).
     """
 
     method: str
@@ -125,6 +131,8 @@ class StudyRequest:
     synthetic_samples: int = DEFAULT_SYNTHETIC_SAMPLES
     fid_weights: Path | None = None
     tune_on_public: str | None = None
+    tune_fraction: float = DEFAULT_TUNE_FRACTION
+    tune_share: float = DEFAULT_TUNE_SHARE
 
     def __post_init__(self) -> None:
         from raydp_synth.evaluation.selection import validate_score_settings
@@ -144,6 +152,8 @@ class StudyRequest:
             raise ConfigError(f"--selection {self.selection!r} must be one of {', '.join(SELECTIONS)}")
         if self.sampler not in SAMPLERS:
             raise ConfigError(f"--sampler {self.sampler!r} must be one of {', '.join(SAMPLERS)}")
+        if self.selection == "subsampled":
+            self._check_subsampled()
         if self.selection == "random-stopping" and self.sampler not in ("random", "dp-hypo"):
             raise ConfigError(
                 f"--selection random-stopping needs i.i.d. trials, but --sampler {self.sampler} "
@@ -179,6 +189,24 @@ class StudyRequest:
                                  selection=self.selection, resume=self.resume)
         if self.name is not None and (not self.name or "/" in self.name or self.name.startswith(".")):
             raise ConfigError(f"--name {self.name!r} must be a plain folder name")
+
+    def _check_subsampled(self) -> None:
+        """``--selection subsampled``'s own refusals (one line each, with the fix)."""
+        from raydp_synth.tune.subsampled_search import check_tune_fraction, check_tune_share
+
+        check_tune_fraction(self.tune_fraction)
+        check_tune_share(self.tune_share)
+        if self.tune_on_public is not None:
+            raise ConfigError("--selection subsampled tunes on a private subset; "
+                              "--tune-on-public tunes on public data: choose one")
+        if self.resume:
+            raise ConfigError("--selection subsampled cannot --resume (its secret tuning "
+                              "subset is not kept); start a new study with another --name "
+                              "(the unfinished study's grants stay spent)")
+        if self.sampler != "random":
+            raise ConfigError(f"--selection subsampled needs i.i.d. tuning trials, but --sampler "
+                              f"{self.sampler} adapts (dp-hypo's density-ratio bound is not "
+                              "priced with subsampling); use --sampler random")
 
     @property
     def density_ratio(self) -> float:
@@ -241,7 +269,9 @@ def _run_study(request: StudyRequest) -> StudyResult:
     accountant = _start_accountant(request, prepared)
     settings = _study_settings(request, prepared, total_cpus=total_cpus,
                                gpus_per_worker=gpus_per_worker)
-    tuner = None if prepared.public_search else _tuner(request, prepared, settings, accountant)
+    subsampled = request.selection == "subsampled"
+    tuner = None if prepared.public_search or subsampled else _tuner(
+        request, prepared, settings, accountant)
     print(f"[raydp_synth] study {prepared.name}: {prepared.method.name} on {request.dataset}, "
           f"epsilon={request.epsilon:g} delta={request.delta:g} for the whole search "
           f"({request.selection}, "
@@ -258,6 +288,16 @@ def _run_study(request: StudyRequest) -> StudyResult:
         extra = search_then_final_run(
             request, settings, search, accountant, driver_cpus=TRIAL_DRIVER_CPUS,
             searcher=optuna_search(request, search.space, search.default))
+    elif subsampled:
+        from raydp_synth.tune import subsampled_search
+
+        # X1: secret (OS entropy), held in memory and Ray's object store only.
+        extra = subsampled_search.search_then_final_run(
+            request, settings,
+            subsampled_search.secret_tuning_subset(prepared.data.num_records, prepared.num_val,
+                                                   request.tune_fraction),
+            accountant, driver_cpus=TRIAL_DRIVER_CPUS,
+            searcher=optuna_search(request, prepared.space, prepared.default))
     elif tuner is not None:
         tuner.fit()
     ledger_error = ray.get(accountant.status.remote())["ledger_error"]
@@ -285,6 +325,9 @@ class _PreparedStudy:
         reference: random stopping's reference plan E_ref; None under compose.
         score_share: the selection score's budget fraction (0: public validation).
         public_search: ``--tune-on-public``'s public facts, or None.
+        tuning_rdp: ``--selection subsampled``'s tuning-phase RDP curve (from
+            ``reference``, public arithmetic), or None.
+        num_val: the validation split's size (the tuning subset is drawn from it too).
     """
 
     name: str
@@ -297,6 +340,8 @@ class _PreparedStudy:
     reference: PrivacyPlan | None
     score_share: float
     public_search: Any = None
+    tuning_rdp: tuple[float, ...] | None = None
+    num_val: int = 0
 
 
 def _with_absolute_paths(request: StudyRequest) -> StudyRequest:
@@ -349,6 +394,9 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
                                        density_ratio=request.density_ratio)
         except ConfigError as err:  # E_ref is what every trial's plan is held to
             raise BudgetExhausted(_cannot_buy_a_trial(request, request.trials, err)) from None
+    tuning_rdp = None
+    if request.selection == "subsampled":
+        reference, tuning_rdp = _subsampled_plans(request, method, data, space, score_share, shape)
     public_search = None
     if request.tune_on_public is not None:
         from raydp_synth.tune.public_search import prepare_public_search
@@ -363,7 +411,51 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
         print(f"[raydp_synth] search space: {note}")
     return _PreparedStudy(name=name, study_dir=study_dir, method=method, data=data,
                           public=declared, space=space, default=default, reference=reference,
-                          score_share=score_share, public_search=public_search)
+                          score_share=score_share, public_search=public_search,
+                          tuning_rdp=tuning_rdp, num_val=len(splits.val))
+
+
+def _subsampled_plans(request: StudyRequest, method: Method, data: DataInfo, space: Any,
+                      score_share: float, shape: float) -> tuple[PrivacyPlan, tuple[float, ...]]:
+    """``--selection subsampled``'s E_ref (the default config scaled to the subset,
+    on its public size m, calibrated so the amplified tuning phase costs
+    ``tune_share x epsilon``) and the tuning curve; and the check, before Ray starts,
+    that the rest of the budget buys the default config's final run (the
+    accountant's own variant-1 price; a ConfigError, one line, otherwise)."""
+    from raydp_synth.privacy.subsampled_tuning import amplified_tuning_rdp, epsilon_from_rdp
+    from raydp_synth.tune.planning import plan_for_subsampled_final, subsampled_reference_plan
+    from raydp_synth.tune.subsampled_search import subset_config, subset_data
+
+    q = request.tune_fraction
+    settings = {**space.fixed, "seed": request.seed}
+    try:
+        reference = subsampled_reference_plan(
+            method, subset_config(method, settings, data, q), subset_data(data, q),
+            target_epsilon=request.tune_share * request.epsilon, delta=request.delta,
+            mean_trials=float(request.trials), shape=shape, tune_fraction=q,
+            score_share=score_share)
+    except ConfigError as err:
+        raise ConfigError(f"--selection subsampled: the tuning phase's share "
+                          f"{request.tune_share:g} of epsilon {request.epsilon:g} cannot pay for "
+                          f"mean {request.trials} trials on q={q:g} of the data ({err})") from None
+    curve = amplified_tuning_rdp(reference.event(), mean=float(request.trials), shape=shape,
+                                 tune_fraction=q)
+    tuning_epsilon = epsilon_from_rdp(curve, request.delta)
+    if not tuning_epsilon < request.epsilon:
+        raise ConfigError(f"--selection subsampled: the tuning phase alone would cost epsilon "
+                          f"{tuning_epsilon:.4g} of {request.epsilon:g}; lower --tune-share")
+    try:
+        final = plan_for_subsampled_final(
+            method, method.make_config(settings, data), data, tuning_rdp=tuple(curve),
+            target_epsilon=request.epsilon, delta=request.delta, score_share=score_share)
+    except ConfigError as err:
+        raise ConfigError(f"--selection subsampled: what the tuning phase leaves of epsilon "
+                          f"{request.epsilon:g} cannot pay for the final run ({err}); lower "
+                          "--tune-share or raise --epsilon") from None
+    print(f"[raydp_synth] subsampled tuning: tuning phase epsilon {tuning_epsilon:.4f} "
+          f"(q={q:g}, mean {request.trials} trials, amplified), the default config's final run "
+          f"{final.epsilon():.4f} alone, {request.epsilon:g} composed")
+    return reference, tuple(float(v) for v in curve)
 
 
 def check_first_trial_affordable(request: StudyRequest, prepared: _PreparedStudy) -> None:
@@ -372,8 +464,9 @@ def check_first_trial_affordable(request: StudyRequest, prepared: _PreparedStudy
     first trial) computed by :func:`~raydp_synth.tune.planning.trial_plan`, the
     function every trial calls, with the grants the ledger holds (none for a new
     study). A trial whose plan does not fit would fail without a grant, and so would
-    every other trial of a budget that small. Random stopping's check is the
-    calibration of E_ref in :func:`_prepare` (a trial's plan is E_ref's or below it).
+    every other trial of a budget that small. Random stopping's and subsampled
+    tuning's checks are in :func:`_prepare`: the calibration of E_ref (a trial's plan
+    is E_ref's or below it) and, for subsampled tuning, of the final run.
 
     Reads only public facts and, on ``--resume``, the ledger (curator-only).
 
@@ -383,8 +476,8 @@ def check_first_trial_affordable(request: StudyRequest, prepared: _PreparedStudy
     from raydp_synth.privacy.events import event_from_json
     from raydp_synth.tune.planning import trial_plan
 
-    if prepared.public_search is None and request.selection == "random-stopping":
-        return  # _prepare calibrated E_ref, every trial's bound, or refused the budget
+    if prepared.public_search is None and request.selection != "compose":
+        return  # _prepare calibrated E_ref (and subsampled's final run), or refused
     granted: list[Any] = []
     if prepared.public_search is not None:  # one final run at the whole budget
         selection, trials = "compose", 1
@@ -456,6 +549,7 @@ def _start_accountant(request: StudyRequest, prepared: _PreparedStudy) -> Any:
         distribution=request.distribution,
         reference_event=event_to_json(reference.event()) if reference is not None else None,
         density_ratio=request.density_ratio,
+        tune_fraction=request.tune_fraction if request.selection == "subsampled" else None,
     )
     ray.get(accountant.status.remote())  # surfaces a ledger/settings mismatch now
     if not request.resume:
@@ -490,6 +584,8 @@ def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
         score_share=prepared.score_share,
         score_classifier=request.score_classifier, public_validation=request.public_validation,
         trial_loop=request.trial_loop,
+        tune_fraction=request.tune_fraction if prepared.tuning_rdp is not None else None,
+        tuning_rdp=prepared.tuning_rdp,
     )
 
 
@@ -536,10 +632,18 @@ def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any, searcher:
         num_samples = max(0, request.trials - granted)
     if num_samples == 0:
         return None
+    # reuse_actors: a finished trial's process runs the next trial (Tune resets its
+    # config), so only the first trial pays for a process start and its imports
+    # (12-17 s on 2 cores; bench/trial_overhead.py --study-trials). Nothing private
+    # crosses trials through it: a trial's secret DP randomness is drawn fresh
+    # (``secrets``) in the trial, its data and model are locals, and what a process
+    # caches is public (noise calibration of public plan parameters). A killed
+    # process fails its trial exactly as before (max_failures=0) and the next trial
+    # gets a fresh one.
     return tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
-                                    num_samples=num_samples),
+                                    num_samples=num_samples, reuse_actors=True),
         run_config=tune.RunConfig(name=experiment, storage_path=str(study_dir),
                                   failure_config=tune.FailureConfig(max_failures=0)),
     )

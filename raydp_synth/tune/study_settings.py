@@ -20,12 +20,21 @@ if TYPE_CHECKING:
 
     from raydp_synth.tune.search_space import SearchSpace
 
-__all__ = ["PUBLIC_SEARCH", "TRIAL_LOOPS", "StudySettings"]
+__all__ = ["PUBLIC_SEARCH", "SUBSAMPLED_FINAL", "SUBSAMPLED_SEARCH", "TRIAL_LOOPS",
+           "StudySettings"]
 
 #: The ``selection`` of a search on data declared public (``--tune-on-public``,
 #: :mod:`raydp_synth.tune.public_search`): its trials ask no grant, their plans are
 #: single runs at the study's budget, and their score is not a private release.
 PUBLIC_SEARCH = "public-search"
+
+#: The ``selection`` of ``--selection subsampled``'s tuning trials
+#: (:mod:`raydp_synth.tune.subsampled_search`): random stopping on the secret tuning
+#: subset, plans sized for its public size and dominated by ``reference_event``.
+SUBSAMPLED_SEARCH = "subsampled-search"
+#: The ``selection`` of its final run: one trial on all the data whose plan is
+#: calibrated against ``tuning_rdp`` composed with it, granted as the final run.
+SUBSAMPLED_FINAL = "subsampled-final"
 
 #: Where a trial runs its DP loop (``--trial-loop``): ``auto``, in the trial's own
 #: process for 1-worker trials and on Ray Train for more; ``ray-train``, on Ray Train
@@ -71,6 +80,9 @@ class StudySettings:
         score_classifier: classifier trained on synthetic data for the score.
         public_validation: a dataset declared public to score on, or None.
         trial_loop: where a trial runs its loop (:data:`TRIAL_LOOPS`).
+        tune_fraction: ``--selection subsampled``'s q (None otherwise).
+        tuning_rdp: its tuning phase's RDP curve on ORDERS (public arithmetic of E_ref,
+            the trial-count law and q), which the final run's plan composes with.
     """
 
     study_name: str
@@ -94,6 +106,8 @@ class StudySettings:
     score_classifier: str
     public_validation: str | None
     trial_loop: str = "auto"
+    tune_fraction: float | None = None
+    tuning_rdp: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.trial_loop not in TRIAL_LOOPS:
@@ -103,8 +117,15 @@ class StudySettings:
                              "worker trains on one GPU or a share of one")
         if not self.study_dir.is_absolute():
             raise ValueError(f"study_dir={self.study_dir} must be absolute (trials run elsewhere)")
-        if (self.selection == "random-stopping") != (self.reference_event is not None):
+        subsampled = ("subsampled", SUBSAMPLED_SEARCH, SUBSAMPLED_FINAL)
+        dominated = self.selection in ("random-stopping", SUBSAMPLED_SEARCH)
+        if (self.reference_event is not None) != dominated and (
+                self.selection not in subsampled or dominated):
             raise ValueError(
                 f"selection={self.selection!r} needs a reference event exactly under "
-                "random-stopping"
+                "random-stopping (and subsampled tuning's trials)"
             )
+        if (self.selection in subsampled) != (self.tune_fraction is not None
+                                              and self.tuning_rdp is not None):
+            raise ValueError(f"selection={self.selection!r} needs a tuning fraction and curve "
+                             "exactly under subsampled tuning")

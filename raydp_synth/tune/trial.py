@@ -41,7 +41,12 @@ from typing import Any
 import torch
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.tune.study_settings import PUBLIC_SEARCH, StudySettings
+from raydp_synth.tune.study_settings import (
+    PUBLIC_SEARCH,
+    SUBSAMPLED_FINAL,
+    SUBSAMPLED_SEARCH,
+    StudySettings,
+)
 
 __all__ = ["TRIAL_CHECKPOINT", "TRIAL_METRICS", "TRIAL_TIMING", "in_process",
            "run_trial", "trial_resources", "trial_trainable"]
@@ -81,15 +86,19 @@ def trial_resources(study: StudySettings, *, loop_in_process: bool,
     return {"CPU": cpus, **({"GPU": study.gpus_per_worker} if study.use_gpu else {})}
 
 
-def trial_trainable(study: StudySettings, *, driver_cpus: float) -> Any:
+def trial_trainable(study: StudySettings, *, driver_cpus: float,
+                    tuning_subset: Any = None) -> Any:
     """The study's Tune trainable: :func:`run_trial` with ``study`` and the driver's
     choice of where the loop runs (:func:`in_process`), with the resources that
-    choice needs (:func:`trial_resources`)."""
+    choice needs (:func:`trial_resources`). ``tuning_subset``: subsampled tuning's
+    secret subset (:class:`~raydp_synth.tune.subsampled_search.TuningSubset`), which
+    ``tune.with_parameters`` keeps in Ray's object store (never in a trial config)."""
     from ray import tune
 
     loop_in_process = in_process(study)
+    extra = {} if tuning_subset is None else {"tuning_subset": tuning_subset}
     return tune.with_resources(
-        tune.with_parameters(run_trial, study=study, loop_in_process=loop_in_process),
+        tune.with_parameters(run_trial, study=study, loop_in_process=loop_in_process, **extra),
         trial_resources(study, loop_in_process=loop_in_process, driver_cpus=driver_cpus))
 
 
@@ -127,7 +136,10 @@ def _report_final(metrics: dict[str, Any], checkpoint_dir: str | None = None) ->
     tune.report(metrics, checkpoint=checkpoint)
 
 
-def _plan(study: StudySettings, method: Any, config: Any, accountant: Any) -> Any:
+def _plan(study: StudySettings, method: Any, config: Any, accountant: Any,
+          data: Any = None) -> Any:
+    """The trial's plan (:func:`~raydp_synth.tune.planning.trial_plan`); ``data``: a
+    subsampled tuning trial's subset facts."""
     import ray
 
     from raydp_synth.privacy.events import event_from_json
@@ -139,13 +151,20 @@ def _plan(study: StudySettings, method: Any, config: Any, accountant: Any) -> An
     return trial_plan(method, config, study.data, selection=study.selection,
                       epsilon=study.epsilon, delta=study.delta, trials=study.trials,
                       score_share=study.score_share, granted=granted,
-                      reference_event=study.reference_event)
+                      reference_event=study.reference_event, tuning_rdp=study.tuning_rdp,
+                      trial_data=data)
 
 
-def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: bool = False) -> None:
+def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: bool = False,
+              tuning_subset: Any = None) -> None:
     """Ray Tune function trainable (:func:`trial_trainable`): ``config`` is what Tune
     sampled for this trial, ``study`` what every trial shares; ``loop_in_process``
-    runs a 1-worker loop in this process (whose resources must cover it)."""
+    runs a 1-worker loop in this process (whose resources must cover it).
+
+    Subsampled tuning's trials (``SUBSAMPLED_SEARCH``) get ``tuning_subset``: their
+    config is scaled to the subset and planned for its public size m, they train on
+    the subset's training records only and score on its validation records (private
+    score divided by the public ``round(q n_val)``)."""
     stamps = {"start": time.time()}
     import ray
     from ray import tune
@@ -164,9 +183,19 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     trial_id = tune.get_context().get_trial_id()
     method = get_method(study.method)
     data = study.data
+    on_subset = study.selection == SUBSAMPLED_SEARCH
+    if on_subset and (tuning_subset is None or study.tune_fraction is None):
+        raise RuntimeError("a subsampled tuning trial without its tuning subset")
     try:
-        config = method.make_config({**study.space.settings_from_trial_config(config),
-                                     "seed": study.seed}, data)
+        settings = {**study.space.settings_from_trial_config(config), "seed": study.seed}
+        if on_subset:
+            from raydp_synth.tune.subsampled_search import subset_config, subset_data
+
+            assert study.tune_fraction is not None
+            config = subset_config(method, settings, data, study.tune_fraction)
+            data = subset_data(data, study.tune_fraction)
+        else:
+            config = method.make_config(settings, data)
     except ConfigError as err:  # an invalid combination: nothing charged, nothing read
         _report_final({"score": REFUSED_SCORE, "granted": 0, "invalid": 1, "reason": str(err)})
         return
@@ -174,13 +203,14 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     # A search on public data asks no grant: ``study.dataset`` is the data declared
     # public (raydp_synth.tune.public_search), nothing here can read the sensitive data.
     accountant = None if on_public else get_accountant(study.study_name)
-    plan = _plan(study, method, config, accountant)
+    plan = _plan(study, method, config, accountant, data)
     stamps["planned"] = time.time()
     if accountant is not None:
         # A fresh nonce per attempt: a retried *call* gets its grant back, a rerun
         # trial (same id, new attempt) is refused.
         grant = ray.get(accountant.request.remote(trial_id, event_to_json(plan.event()),
-                                                  attempt=secrets.token_hex(8)))
+                                                  attempt=secrets.token_hex(8),
+                                                  final=study.selection == SUBSAMPLED_FINAL))
         if not grant["granted"]:
             _report_final({"score": REFUSED_SCORE, "granted": 0, "reason": grant["reason"]})
             return
@@ -189,7 +219,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     dp_seed = secrets.randbits(63)  # this trial's secret DP randomness, written nowhere
     splits, _ = load_training_data(study.dataset, public=study.public,
                                    image_size=data.image_size, seed=study.seed)
-    if len(splits.train) != data.num_records:
+    if len(splits.train) != study.data.num_records:
         raise RuntimeError("the dataset changed after the study was planned")
     stamps["data_loaded"] = time.time()
     trial_dir = study.study_dir / "trials" / trial_id
@@ -200,6 +230,8 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
         "cpus_per_worker": study.cpus_per_worker, "storage": trial_dir, "name": "train",
         "stamps": stamps,
     }
+    if on_subset:  # the secret indices, in memory / the object store only
+        common.update(train_subset=tuning_subset.train, source_records=tuning_subset.num_train)
     stamps["fit_start"] = time.time()
     if loop_in_process and study.workers == 1:
         # The worker's allow-list Reporter checked every metric; Tune gets them as
@@ -215,6 +247,12 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
         class_names=splits.class_names, state_dict=state["generator"],
     )
     split = splits.val
+    divisor = None
+    if on_subset and not study.public_validation:
+        from raydp_synth.tune.extrapolation import subset_size
+
+        split = tuning_subset.select(splits.val, tuning_subset.val, tuning_subset.num_val)
+        divisor = subset_size(tuning_subset.num_val, tuning_subset.fraction)
     if on_public:  # the held-out split of data declared public: no noise, no cost
         from dataclasses import replace
 
@@ -226,6 +264,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     score = score_generator(
         generator, split, plan=plan, classifier=study.score_classifier, seed=study.seed,
         noise_generator=torch.Generator().manual_seed(derived_seed(dp_seed, "selection_score")),
+        divisor=divisor,
     )
     stamps["scored"] = time.time()
     with tempfile.TemporaryDirectory() as tmp:
