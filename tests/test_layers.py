@@ -30,12 +30,14 @@ LAYERS = (
     "runtime",
     "methods",
     "release",
+    "config_file",
     "evaluation",
     "train",
     "tune",
     "budget",
     "evaluate",
     "report",
+    "sample",
     "console",
 )
 

@@ -240,6 +240,11 @@ class ImageDataset:
         _, c, h, w = self.images.shape
         return (int(c), int(h), int(w))
 
+    def records_at(self, indices: np.ndarray) -> ImageDataset:
+        """The records at ``indices``, and no other (a subsampled tuning trial's data)."""
+        return ImageDataset(images=self.images[indices], labels=self.labels[indices],
+                            num_classes=self.num_classes, name=self.name, public=self.public)
+
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class DatasetSplits:

@@ -2,8 +2,10 @@
 
 Schema read by :func:`load_parquet_raw` and written by :func:`write_parquet`:
 
-* ``image``: encoded image bytes (PNG, JPEG, ...), either a binary column or a
-  struct column with a ``bytes`` field (as Hugging Face ``datasets`` writes).
+* ``image``: encoded image bytes (PNG, JPEG, ...), either a binary column (files
+  written before the Hugging Face layout) or a struct column with a ``bytes``
+  field (as Hugging Face ``datasets`` writes its ``Image`` feature:
+  ``struct<bytes: binary, path: string>``).
 * ``label``: an integer column.
 * Optional schema metadata ``b"raydp_synth.class_names"``: a JSON list of class
   names indexed by label. Without it, Hugging Face ``ClassLabel`` names (schema
@@ -12,6 +14,13 @@ Schema read by :func:`load_parquet_raw` and written by :func:`write_parquet`:
   ``0..K-1``, named ``"0"`` .. ``str(K-1)``). The labels present never define
   the classes: a declared class may have no row (docs/privacy.md, "What the
   guarantee assumes public").
+
+:func:`write_parquet` writes the Hugging Face layout: the ``image`` struct column
+(PNG bytes, null path), an ``int64`` ``label`` column, and both declarations of the
+class names: ours, and the schema metadata ``b"huggingface"`` that ``datasets``
+reads its features from (:func:`hugging_face_features`), so that
+``datasets.load_dataset("parquet", data_files=...)`` decodes ``image`` as an
+``Image`` and ``label`` as a ``ClassLabel``.
 
 Locations are local paths or any URI that :func:`pyarrow.fs.FileSystem.from_uri`
 understands (``file:///...``, ``s3://...``, ``gs://...``); a directory is read
@@ -22,7 +31,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,7 +48,8 @@ from raydp_synth.errors import DataError
 if TYPE_CHECKING:  # pyarrow.dataset imports pandas (~0.3 s); load it only when reading
     import pyarrow.dataset as pa_dataset
 
-__all__ = ["CLASS_NAMES_KEY", "load_parquet_raw", "write_parquet"]
+__all__ = ["CLASS_NAMES_KEY", "HF_IMAGE_TYPE", "HF_METADATA_KEY", "hugging_face_features",
+           "load_parquet_raw", "write_parquet"]
 
 CLASS_NAMES_KEY = b"raydp_synth.class_names"
 """Schema metadata key holding the JSON list of class names."""
@@ -47,6 +57,19 @@ CLASS_NAMES_KEY = b"raydp_synth.class_names"
 IMAGE_COLUMN = "image"
 LABEL_COLUMN = "label"
 _HF_KEY = b"huggingface"
+HF_METADATA_KEY = _HF_KEY
+"""Schema metadata key of Hugging Face ``datasets``' features (JSON ``{"info": {"features": ...}}``)."""
+
+HF_IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+"""The Arrow storage of Hugging Face ``datasets``' ``Image`` feature."""
+
+
+def hugging_face_features(class_names: Sequence[str]) -> dict[str, dict[str, object]]:
+    """The ``datasets`` features of a file :func:`write_parquet` writes, as
+    ``Features.to_dict`` serialises them (``datasets`` fills in the fields left out
+    with their defaults: ``Image(decode=True)``, ``ClassLabel(names=...)``)."""
+    return {"image": {"_type": "Image"},
+            "label": {"names": list(class_names), "_type": "ClassLabel"}}
 
 
 def _one_line(exc: BaseException) -> str:
@@ -317,11 +340,15 @@ def write_parquet(
     images_uint8: np.ndarray,
     labels: np.ndarray,
     class_names: Sequence[str],
+    *,
+    metadata: Mapping[str, str] | None = None,
 ) -> None:
     """Write images and labels as a Parquet file that :func:`load_parquet_raw` reads.
 
-    Images are stored as PNG bytes in ``image``, labels as ``int64`` in
-    ``label`` and the class names as JSON in the schema metadata.
+    Images are stored as PNG bytes in the ``image`` struct column (Hugging Face's
+    ``Image`` storage, :data:`HF_IMAGE_TYPE`), labels as ``int64`` in ``label``,
+    and the class names as JSON in the schema metadata, under our key and as
+    Hugging Face ``ClassLabel`` names (:func:`hugging_face_features`).
 
     Args:
         path: Destination file: local path (parent folders are created) or a
@@ -329,6 +356,8 @@ def write_parquet(
         images_uint8: ``uint8 [N, C, H, W]`` images with ``C`` in ``{1, 3}``.
         labels: Integer labels ``[N]`` in ``[0, len(class_names))``.
         class_names: One unique name per class.
+        metadata: More schema metadata (e.g. how the rows were drawn), under keys
+            other than the class-name keys.
 
     Raises:
         DataError: If the inputs are malformed or the file cannot be written.
@@ -350,13 +379,19 @@ def write_parquet(
     )
     if len(raw) == 0:
         raise DataError(f"{text}: no images to write; pass at least one image")
+    hf_info = {"info": {"features": hugging_face_features(raw.class_names)}}
+    extra = {key.encode("utf-8"): value.encode("utf-8") for key, value in (metadata or {}).items()}
+    if CLASS_NAMES_KEY in extra or _HF_KEY in extra:
+        raise DataError(f"{text}: metadata may not replace the class-name keys")
     schema = pa.schema(
-        [(IMAGE_COLUMN, pa.binary()), (LABEL_COLUMN, pa.int64())],
-        metadata={CLASS_NAMES_KEY: json.dumps(list(raw.class_names)).encode("utf-8")},
+        [(IMAGE_COLUMN, HF_IMAGE_TYPE), (LABEL_COLUMN, pa.int64())],
+        metadata={CLASS_NAMES_KEY: json.dumps(list(raw.class_names)).encode("utf-8"),
+                  _HF_KEY: json.dumps(hf_info).encode("utf-8"), **extra},
     )
     table = pa.table(
         {
-            IMAGE_COLUMN: pa.array([_encode_png(image) for image in raw.images], type=pa.binary()),
+            IMAGE_COLUMN: pa.array([{"bytes": _encode_png(image), "path": None}
+                                    for image in raw.images], type=HF_IMAGE_TYPE),
             LABEL_COLUMN: pa.array(raw.labels, type=pa.int64()),
         },
         schema=schema,

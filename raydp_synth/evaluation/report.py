@@ -58,6 +58,7 @@ __all__ = [
     "evaluate_run",
     "format_table",
     "plot_privacy_utility",
+    "privacy_utility_figure",
     "run_checkpoints",
     "spread_checkpoints",
 ]
@@ -258,6 +259,7 @@ def evaluate_run(
         final.update(figures)
         inception_record = {"available": True, **record}
     curve = []
+    released_state = {k: v.detach().cpu() for k, v in generator.module.state_dict().items()}
     checkpoints = spread_checkpoints(run_checkpoints(run_dir / run.get("checkpoints", "ray")),
                                      settings.curve_checkpoints)
     for metrics, ckpt in checkpoints:
@@ -267,7 +269,9 @@ def evaluate_run(
                                    num_synthetic=settings.curve_synthetic, seed=settings.seed,
                                    device=device)
         curve.append({"epoch": metrics.get("epoch"), "step": metrics.get("step"),
-                      "epsilon_spent": metrics.get("epsilon_spent"), **point})
+                      "epsilon_spent": metrics.get("epsilon_spent"), **point,
+                      "released": _same_weights(state["generator"], released_state)})
+    _mark_released_once(curve)
     privacy = json.loads((run_dir / "release" / "privacy.json").read_text())
     score_file = run_dir / "score.json"
     result: dict[str, Any] = {
@@ -277,6 +281,7 @@ def evaluate_run(
         "epsilon": privacy.get("epsilon"),
         "delta": privacy.get("delta"),
         "private": privacy.get("private", True),
+        "num_classes": test.num_classes,
         "selection_score": json.loads(score_file.read_text()) if score_file.is_file() else None,
         "final": final,
         "reference": {
@@ -302,6 +307,41 @@ def evaluate_run(
     return result
 
 
+def _same_weights(state: dict[str, torch.Tensor], released: dict[str, torch.Tensor]) -> bool:
+    """Whether a checkpoint's generator weights are the released generator's."""
+    return state.keys() == released.keys() and all(
+        torch.equal(state[k].detach().cpu(), released[k]) for k in released)
+
+
+def _mark_released_once(curve: list[dict[str, Any]]) -> None:
+    """The curve's point of the released generator: the last checkpoint whose
+    weights are the release's (``released: true``), none if no checkpoint is."""
+    found = [i for i, point in enumerate(curve) if point["released"]]
+    for i in found[:-1]:
+        curve[i]["released"] = False
+
+
+def _released_index(curve: list[dict[str, Any]]) -> int | None:
+    return next((i for i, point in enumerate(curve) if point.get("released")), None)
+
+
+def _draw_with_release(ax: Any, xs: list[Any], ys: list[float], *, released_at: int | None,
+                       released_value: float | None) -> None:
+    """The checkpoints' curve with the released generator drawn once: a star at its
+    checkpoint (its final figure, from more samples, in place of the checkpoint's)
+    when a checkpoint holds its weights, else a line at its figure."""
+    ys = list(ys)
+    if released_at is not None and released_value is not None:
+        ys[released_at] = released_value
+    others = [i for i in range(len(xs)) if i != released_at]
+    ax.plot(xs, ys, marker="o", markevery=others, label="checkpoints")
+    if released_at is not None:
+        ax.plot([xs[released_at]], [ys[released_at]], marker="*", markersize=13, ls="",
+                color="C3", label="released generator")
+    elif released_value is not None:
+        ax.axhline(released_value, color="C3", ls=":", label="released generator")
+
+
 def write_public_curve(result: dict[str, Any], release_dir: Path) -> None:
     """The privacy-utility curve a curator may publish (Schwabedal et al. 2020: the
     inception score against epsilon along training): each point is the domain-CNN IS
@@ -321,9 +361,9 @@ def write_public_curve(result: dict[str, Any], release_dir: Path) -> None:
         "points": points, "released": result["final"]["is_cnn"]}, indent=2))
     fig, ax = plt.subplots(figsize=(4.5, 3.4))
     private = result.get("private", True)
-    ax.plot([p["epsilon_spent"] if private else p["epoch"] for p in points],
-            [p["is_cnn"] for p in points], marker="o")
-    ax.axhline(result["final"]["is_cnn"], color="grey", ls=":", label="released")
+    _draw_with_release(ax, [p["epsilon_spent"] if private else p["epoch"] for p in points],
+                       [p["is_cnn"] for p in points], released_at=_released_index(result["curve"]),
+                       released_value=result["final"]["is_cnn"])
     ax.set_xlabel("epsilon spent" if private else "epoch (NOT PRIVATE)")
     ax.set_ylabel("inception score (domain CNN)")
     ax.set_title(f"{result['method']}: IS vs privacy", fontsize=9)
@@ -333,26 +373,34 @@ def write_public_curve(result: dict[str, Any], release_dir: Path) -> None:
     plt.close(fig)
 
 
-def plot_privacy_utility(result: dict[str, Any], path: Path) -> None:
-    """CAS and the domain-CNN FID and IS at each checkpoint against the epsilon
-    spent so far."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+def privacy_utility_figure(result: dict[str, Any]) -> Any:
+    """The figure of ``privacy_utility.png`` (a matplotlib ``Figure``, not drawn
+    through pyplot): CAS and the domain-CNN FID and IS at each checkpoint against
+    the epsilon spent so far, the released generator shown once in each panel
+    (:func:`_draw_with_release`), chance accuracy (1/K) in the CAS panel, and real
+    test images' IS in the IS panel."""
+    from matplotlib.figure import Figure
 
     curve = result["curve"]
     cas_key = next((k for k in (curve[0] if curve else {}) if k.startswith("cas_")), "cas_logreg")
     panels = [(cas_key, "CAS (" + cas_key[4:] + ")"),
               ("fid_cnn", "FID, domain CNN (lower is better)"),
               ("is_cnn", "inception score, domain CNN")]
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    fig = Figure(figsize=(12, 3.6))
+    axes = fig.subplots(1, 3)
     private = result.get("private", True)
     xs = [p["epsilon_spent"] if private else p["epoch"] for p in curve]
+    released_at = _released_index(curve)
+    num_classes = result.get("num_classes")
     for ax, (key, title) in zip(axes, panels, strict=True):
-        ax.plot(xs, [p[key] for p in curve], marker="o")
-        if key in result["final"]:
-            ax.axhline(result["final"][key], color="grey", ls=":", label="released")
+        final = result["final"].get(key)
+        if released_at is not None and final is None:
+            final = curve[released_at].get(key)
+        _draw_with_release(ax, xs, [p[key] for p in curve], released_at=released_at,
+                           released_value=final)
+        if key == cas_key and num_classes:
+            ax.axhline(1 / num_classes, color="grey", ls="--",
+                       label=f"chance (1/{num_classes} = {1 / num_classes:.2g})")
         if key == "is_cnn":
             ax.axhline(result["reference"]["is_cnn_real_test"], color="green", ls="--",
                        label="real test images")
@@ -363,8 +411,12 @@ def plot_privacy_utility(result: dict[str, Any], path: Path) -> None:
     fig.suptitle(f"{result['method']} on {result['dataset']}: "
                  + (f"epsilon={eps:.3g}" if private and eps is not None else "non-private reference"))
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
+
+
+def plot_privacy_utility(result: dict[str, Any], path: Path) -> None:
+    """Write :func:`privacy_utility_figure` to ``path`` (PNG)."""
+    privacy_utility_figure(result).savefig(path, dpi=100)
 
 
 def format_table(result: dict[str, Any]) -> str:

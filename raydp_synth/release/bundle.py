@@ -1,5 +1,12 @@
-"""Writing ``release/``: generator weights and config, samples.png,
+"""Writing ``release/``: generator weights (safetensors) and config, samples.png,
 synthetic.parquet and privacy.json.
+
+The published files explain themselves: ``samples.png`` labels each row with its
+class name and carries a caption (method, dataset, epsilon and delta, also in the
+PNG's text chunks); ``privacy.json`` names the method, the software versions and
+the creation time (:func:`release_provenance`); ``synthetic.parquet`` is laid out
+as Hugging Face ``datasets`` writes an image dataset
+(:func:`~raydp_synth.data.parquet.write_parquet`).
 
 Everything here is computed from the trained generator (a DP release, by
 post-processing) and from public quantities: the plan and the class names.
@@ -15,6 +22,9 @@ is the zero-out relation. docs/privacy.md, "What the guarantee assumes public".
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +35,12 @@ from PIL import Image
 from raydp_synth.data import write_parquet
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.plan import PrivacyPlan
-from raydp_synth.release.generator import GENERATOR_CONFIG, GENERATOR_WEIGHTS, TrainedGenerator
+from raydp_synth.release.generator import (
+    GENERATOR_CONFIG,
+    GENERATOR_WEIGHTS,
+    TrainedGenerator,
+    save_weights,
+)
 
 if TYPE_CHECKING:
     from raydp_synth.data import DataInfo
@@ -33,13 +48,29 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SYNTHETIC_SAMPLES",
     "NEIGHBOURING_RELATION",
+    "RECORDED_DISTRIBUTIONS",
+    "SAMPLES_FILE",
+    "SYNTHETIC_FILE",
     "privacy_statement",
     "public_data_note",
     "public_facts",
+    "release_provenance",
+    "sample_caption",
+    "sample_figure",
     "sample_grid",
+    "software_versions",
     "validate_synthetic_samples",
     "write_release",
+    "write_sample_figure",
+    "write_synthetic_parquet",
 ]
+
+#: The distributions whose versions ``privacy.json`` records.
+RECORDED_DISTRIBUTIONS = ("raydp_synth", "torch", "opacus", "dp-accounting")
+#: The sample grid's file in ``release/``.
+SAMPLES_FILE = "samples.png"
+#: The synthetic dataset's file in ``release/``.
+SYNTHETIC_FILE = "synthetic.parquet"
 
 #: Rows of ``synthetic.parquet`` unless the user chooses (``--synthetic-samples``):
 #: a fixed number, not n (the size of a release is the user's choice, not a
@@ -67,7 +98,15 @@ def _to_uint8(images: torch.Tensor) -> np.ndarray:
 
 
 def sample_grid(images: np.ndarray, *, rows: int, scale: int = 2, pad: int = 2) -> Image.Image:
-    """A PNG-ready grid of uint8 images [rows*cols, C, H, W], row-major."""
+    """A PNG-ready grid of uint8 images [rows*cols, C, H, W], row-major, unlabelled
+    (``samples.png`` is :func:`sample_figure`)."""
+    c = images.shape[1]
+    grid = _grid_array(images, rows=rows, pad=pad)
+    img = Image.fromarray(grid[:, :, 0] if c == 1 else grid, mode="L" if c == 1 else "RGB")
+    return img.resize((img.width * scale, img.height * scale), Image.Resampling.NEAREST)
+
+
+def _grid_array(images: np.ndarray, *, rows: int, pad: int) -> np.ndarray:
     n, c, h, w = images.shape
     cols = n // rows
     grid = np.full((rows * (h + pad) + pad, cols * (w + pad) + pad, c), 255, dtype=np.uint8)
@@ -75,8 +114,111 @@ def sample_grid(images: np.ndarray, *, rows: int, scale: int = 2, pad: int = 2) 
         r, k = divmod(i, cols)
         y, x = pad + r * (h + pad), pad + k * (w + pad)
         grid[y : y + h, x : x + w] = images[i].transpose(1, 2, 0)
-    img = Image.fromarray(grid[:, :, 0] if c == 1 else grid, mode="L" if c == 1 else "RGB")
-    return img.resize((img.width * scale, img.height * scale), Image.Resampling.NEAREST)
+    return grid
+
+
+def sample_caption(statement: dict[str, Any], method: str) -> str:
+    """The caption of ``samples.png``: method, dataset, and the guarantee's epsilon
+    and delta (what privacy.json states), or NOT PRIVATE."""
+    dataset = statement.get("dataset", "?")
+    epsilon, delta = statement.get("epsilon"), statement.get("delta")
+    if not statement.get("private", True):
+        return f"{method} on {dataset}: NOT PRIVATE (non-private reference, do not publish)"
+    if epsilon is None or delta is None:
+        return f"{method} on {dataset}: no epsilon stated; see privacy.json"
+    scope = (" for the whole search" if str(statement.get("scope", "")).startswith("the whole")
+             else "")
+    return (f"{method} on {dataset}: (epsilon={epsilon:.3g}, delta={delta:.3g})-DP{scope}; "
+            "see privacy.json")
+
+
+def sample_figure(images: np.ndarray, class_names: Sequence[str], *, caption: str,
+                  pad: int = 2, scale: int = 2, dpi: int = 100) -> Any:
+    """A labelled sample grid (a matplotlib ``Figure``, not drawn through pyplot):
+    uint8 images [K*cols, C, H, W] row-major, one row per class, each row's label
+    its class name, the caption below.
+
+    Raises:
+        ValueError: the images do not fill one row per class.
+    """
+    from matplotlib.figure import Figure
+
+    rows = len(class_names)
+    if rows == 0 or len(images) == 0 or len(images) % rows:
+        raise ValueError(f"{len(images)} images do not make one row for each of "
+                         f"{rows} classes")
+    _, c, h, w = images.shape
+    cols = len(images) // rows
+    grid = _grid_array(images, rows=rows, pad=pad)
+    fig = Figure(figsize=(grid.shape[1] * scale / dpi, grid.shape[0] * scale / dpi), dpi=dpi)
+    ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
+    if c == 1:
+        ax.imshow(grid[:, :, 0], cmap="gray", vmin=0, vmax=255, interpolation="nearest")
+    else:
+        ax.imshow(grid, interpolation="nearest")
+    ax.set_yticks([pad + r * (h + pad) + (h - 1) / 2 for r in range(rows)],
+                  labels=list(class_names), fontsize=8)
+    ax.set_xticks([])
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_title(f"synthetic samples: {cols} per class, one row per class", fontsize=8)
+    ax.set_xlabel(caption, fontsize=8)
+    return fig
+
+
+def write_sample_figure(path: Path, figure: Any, *, caption: str,
+                        class_names: Sequence[str]) -> None:
+    """Save ``figure`` as PNG with the caption and class names also in its text
+    chunks (``Description``, ``Classes``), for readers that do not look."""
+    figure.savefig(path, format="png", bbox_inches="tight", pad_inches=0.1,
+                   metadata={"Title": "raydp_synth synthetic samples", "Description": caption,
+                             "Classes": json.dumps(list(class_names)),
+                             "Software": "raydp_synth"})
+
+
+def software_versions() -> dict[str, str | None]:
+    """Installed versions of :data:`RECORDED_DISTRIBUTIONS` (None: not installed as a
+    distribution)."""
+    versions: dict[str, str | None] = {}
+    for name in RECORDED_DISTRIBUTIONS:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    if versions["raydp_synth"] is None:
+        import raydp_synth
+
+        versions["raydp_synth"] = getattr(raydp_synth, "__version__", None)
+    return versions
+
+
+def release_provenance(method: str, *, now: datetime | None = None) -> dict[str, Any]:
+    """What ``privacy.json`` records of how the release was made: the method, the
+    software versions (:func:`software_versions`) and the creation time (UTC, ISO
+    8601). Public: none of it depends on the data."""
+    created = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return {"method": method, "software": software_versions(),
+            "created": created.isoformat(timespec="seconds").replace("+00:00", "Z")}
+
+
+def write_synthetic_parquet(path: str | Path, generator: TrainedGenerator, *, count: int,
+                            seed: int, metadata: dict[str, str] | None = None) -> None:
+    """``count`` synthetic images from ``generator``, labels cycling over its declared
+    classes (balanced), latents from the public ``seed``, written as Parquet in the
+    Hugging Face image layout (:func:`~raydp_synth.data.parquet.write_parquet`).
+
+    Post-processing of the (DP) generator: reads no data and costs no privacy
+    budget. The release's ``synthetic.parquet`` and ``python -m raydp_synth.sample``
+    both write through here.
+
+    Raises:
+        ConfigError: ``count`` is not a whole number >= 1.
+    """
+    validate_synthetic_samples(count)
+    images, labels = generator.balanced(count, seed=seed)
+    write_parquet(path, _to_uint8(torch.as_tensor(images)), labels, list(generator.class_names),
+                  metadata=metadata)
 
 
 def validate_synthetic_samples(count: int) -> None:
@@ -196,8 +338,9 @@ def write_release(
 ) -> None:
     """Write the bundle into ``release_dir`` (created if missing).
 
-    ``privacy.json`` always names :data:`NEIGHBOURING_RELATION` and lists the
-    public facts: the statement's own ``public_facts``, else those the generator
+    ``privacy.json`` always names :data:`NEIGHBOURING_RELATION`, the method, the
+    software versions and the creation time (:func:`release_provenance`), and lists
+    the public facts: the statement's own ``public_facts``, else those the generator
     was built for (n, the class set, the image size and channels) and the
     statement's ``public_data`` declaration.
 
@@ -209,7 +352,8 @@ def write_release(
         seed: public seed of the latents.
     """
     validate_synthetic_samples(num_synthetic)
-    statement = {**statement, "neighbouring_relation": dict(NEIGHBOURING_RELATION)}
+    statement = {**statement, "neighbouring_relation": dict(NEIGHBOURING_RELATION),
+                 **release_provenance(generator.method.name)}
     if "public_facts" not in statement:
         declared = (statement.get("public_data") or {}).get("declared")
         statement["public_facts"] = public_facts(generator.data, generator.class_names,
@@ -218,10 +362,12 @@ def write_release(
     k = generator.data.num_classes
     grid_labels = torch.arange(k).repeat_interleave(samples_per_class)
     grid = generator.sample(grid_labels, seed=seed)
-    sample_grid(_to_uint8(grid), rows=k).save(release_dir / "samples.png")
-    images, labels = generator.balanced(num_synthetic, seed=seed + 1)
-    write_parquet(release_dir / "synthetic.parquet", _to_uint8(torch.as_tensor(images)), labels,
-                  list(generator.class_names))
-    torch.save(generator.module.state_dict(), release_dir / GENERATOR_WEIGHTS)
+    names = list(generator.class_names)
+    caption = sample_caption(statement, generator.method.name)
+    figure = sample_figure(_to_uint8(grid), names, caption=caption)
+    write_sample_figure(release_dir / SAMPLES_FILE, figure, caption=caption, class_names=names)
+    write_synthetic_parquet(release_dir / SYNTHETIC_FILE, generator, count=num_synthetic,
+                            seed=seed + 1)
+    save_weights(generator.module.state_dict(), release_dir / GENERATOR_WEIGHTS)
     (release_dir / GENERATOR_CONFIG).write_text(json.dumps(generator.descriptor(), indent=2))
     (release_dir / "privacy.json").write_text(json.dumps(statement, indent=2))

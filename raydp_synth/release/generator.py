@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,38 @@ from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import Method, get_method
 
-__all__ = ["GENERATOR_CONFIG", "GENERATOR_WEIGHTS", "TrainedGenerator"]
+__all__ = ["GENERATOR_CONFIG", "GENERATOR_WEIGHTS", "LEGACY_GENERATOR_WEIGHTS",
+           "TrainedGenerator", "load_weights", "save_weights"]
 
-GENERATOR_WEIGHTS = "generator.pt"
+#: The released weights: safetensors (tensors only, no pickle; loading runs no code).
+GENERATOR_WEIGHTS = "generator.safetensors"
+#: The weights of releases written before safetensors: a torch state-dict pickle,
+#: still read (with ``weights_only=True``: tensors only, no arbitrary objects).
+LEGACY_GENERATOR_WEIGHTS = "generator.pt"
+#: The non-tensor config that rebuilds the network (method, config, data facts, class names).
 GENERATOR_CONFIG = "generator.json"
+
+
+def save_weights(state_dict: Mapping[str, torch.Tensor], path: Path) -> None:
+    """Write a state dict as safetensors (each tensor copied: safetensors refuses
+    tensors that share memory, and a state dict may hold tied weights)."""
+    from safetensors.torch import save_file
+
+    tensors = {key: value.detach().cpu().contiguous().clone()
+               for key, value in state_dict.items()}
+    save_file(tensors, str(path), metadata={"format": "pt"})
+
+
+def load_weights(path: Path) -> dict[str, torch.Tensor]:
+    """A state dict from ``generator.safetensors`` or a legacy ``generator.pt``."""
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(path), device="cpu")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(state, Mapping):
+        raise ConfigError(f"{path} does not hold a state dict; is it a generator's weights?")
+    return dict(state)
 
 
 @dataclass
@@ -71,14 +100,29 @@ class TrainedGenerator:
                 "data_info": self.data.__dict__, "class_names": list(self.class_names)}
 
     @classmethod
-    def from_release(cls, release_dir: Path) -> TrainedGenerator:
-        """Load ``release_dir/generator.{json,pt}``."""
-        spec_path, weights = release_dir / GENERATOR_CONFIG, release_dir / GENERATOR_WEIGHTS
+    def from_release(cls, release_dir: str | os.PathLike[str]) -> TrainedGenerator:
+        """Load a release folder: ``generator.json`` and ``generator.safetensors``
+        (or, from a release written before safetensors, ``generator.pt``).
+
+        Args:
+            release_dir: the ``release/`` folder of a run or study (str or path).
+
+        Raises:
+            ConfigError: a file is missing or cannot be read.
+        """
+        release_dir = Path(release_dir).expanduser()
+        spec_path = release_dir / GENERATOR_CONFIG
+        weights = release_dir / GENERATOR_WEIGHTS
+        if not weights.is_file() and (release_dir / LEGACY_GENERATOR_WEIGHTS).is_file():
+            weights = release_dir / LEGACY_GENERATOR_WEIGHTS
         for path in (spec_path, weights):
             if not path.is_file():
                 raise ConfigError(f"{path} is missing; is {release_dir} a release folder?")
-        spec = json.loads(spec_path.read_text())
-        return cls.build(**spec, state_dict=torch.load(weights, map_location="cpu"))
+        try:
+            spec = json.loads(spec_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{spec_path} cannot be read as JSON ({exc}); restore it") from None
+        return cls.build(**spec, state_dict=load_weights(weights))
 
     def with_state(self, state_dict: Mapping[str, torch.Tensor]) -> TrainedGenerator:
         """The same generator with other weights (e.g. a checkpoint's), on its device."""

@@ -30,6 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=1, help="Ray Train workers (default 1)")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="method setting, repeatable (e.g. --set mu=8 --set layer_split=C2-C1-x)")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="method settings from a file: a release folder, a run or study "
+                        "directory (its release/generator.json: the released config), or a "
+                        "JSON/YAML mapping; --set wins over it, --seed is the run's own")
     parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/METHOD-TIME)")
     parser.add_argument("--seed", type=int, default=0, help="split/initialisation/sampling seed")
     parser.add_argument("--dp-seed", type=int, default=None,
@@ -49,11 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from raydp_synth.config_file import load_config_file, merge_settings
     from raydp_synth.data.fetch import download_declared
     from raydp_synth.data.public import public_with_data_dir
     from raydp_synth.data.spec import with_data_dir, with_num_classes
     from raydp_synth.train.driver import TrainRequest, run_training
 
+    config_file = (load_config_file(args.config, method=args.method)
+                   if args.config is not None else None)
+    settings = merge_settings(config_file, parse_settings(args.settings))
+    if config_file is not None and config_file.released:
+        print(f"[raydp_synth] settings from the released config {config_file.path}: a new run "
+              "on the data that chose it adds its own epsilon to that release's (composition)")
     out = args.out or Path("runs") / f"{args.method}-{time.strftime('%Y%m%d-%H%M%S')}"
     dataset = with_data_dir(with_num_classes(args.dataset, args.num_classes), args.data_dir)
     public = public_with_data_dir(args.public, dataset)
@@ -62,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         download_declared([dataset, public, public_validation])
     run_training(TrainRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, out=out, dataset=dataset,
-        settings=parse_settings(args.settings), workers=args.workers,
+        settings=settings, workers=args.workers,
         use_gpu=args.use_gpu, seed=args.seed, dp_seed=args.dp_seed,
         public=public, public_validation=public_validation, non_private=args.non_private,
         evaluate=not args.no_eval, curve_checkpoints=args.curve_checkpoints,

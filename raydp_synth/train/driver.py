@@ -2,7 +2,7 @@
 
 Layout of the run directory (docs/architecture.md, section 6)::
 
-    DIR/release/      what a curator may publish: generator.pt, generator.json,
+    DIR/release/      what a curator may publish: generator.safetensors, generator.json,
                       samples.png, synthetic.parquet, privacy.json
     DIR/metrics.json  per-epoch privacy-safe metrics   } curator-only, inside
     DIR/run.json      the request, config and plan     } the trusted boundary

@@ -130,9 +130,7 @@ def run_worker_loop(payload: Mapping[str, Any], *, rank: int, world_size: int,
         )
     train = splits.train
     if train_subset is not None:
-        from raydp_synth.tune.subsampled_search import subset_records
-
-        train = subset_records(train, train_subset)
+        train = train.records_at(train_subset)  # X1 of a subsampled tuning trial
     reporter = Reporter(method.metric_allowlist, rank=rank, sink=sink)
     ctx = WorkerContext(
         config=config,

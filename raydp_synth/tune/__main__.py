@@ -67,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="fix a method setting in every trial, repeatable (e.g. --set "
                         "epochs=20): it replaces the search space's value and is not searched")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="fix the settings of a file in every trial, like --set: a release "
+                        "folder, a run or study directory (its released config: every key "
+                        "fixed, nothing left to search) or a JSON/YAML mapping; --set wins "
+                        "over it, --seed is the study's own")
     parser.add_argument("--max-concurrent", type=int, default=1, help="trials at once (default 1)")
     parser.add_argument("--workers-per-trial", type=int, default=1,
                         help="Ray Train workers per trial (default 1)")
@@ -101,11 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from raydp_synth.config_file import load_config_file, merge_settings
     from raydp_synth.data.fetch import download_declared
     from raydp_synth.data.public import public_with_data_dir
     from raydp_synth.data.spec import with_data_dir, with_num_classes
     from raydp_synth.tune.study import StudyRequest, run_study
 
+    config_file = (load_config_file(args.config, method=args.method)
+                   if args.config is not None else None)
+    settings = merge_settings(config_file, parse_settings(args.set))
     # The declarations travel in the spec (``:classes=K``, the folder) to the trials.
     dataset = with_data_dir(with_num_classes(args.dataset, args.num_classes), args.data_dir)
     public = public_with_data_dir(args.public, dataset)
@@ -118,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
         selection=args.selection, distribution=args.distribution, sampler=sampler,
         hypo_c=args.hypo_c,
-        search_space=args.search_space, settings=parse_settings(args.set),
+        search_space=args.search_space, settings=settings,
         max_concurrent=args.max_concurrent,
         workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu,
         gpus_per_trial=args.gpus_per_trial, trial_loop=args.trial_loop, dataset=dataset,

@@ -42,11 +42,17 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import ConfigError
 
+if TYPE_CHECKING:
+    from raydp_synth.data.info import DataInfo
+
 __all__ = [
+    "subset_config",
+    "subset_data",
     "RULES",
     "Rule",
     "subset_size",
@@ -190,3 +196,19 @@ def to_full_data(config: Mapping[str, Any], fraction: float) -> dict[str, Any]:
         key: _scale(key, value, 1 / fraction) if _rule(key) is Rule.SCALE_WITH_DATA else value
         for key, value in config.items()
     }
+
+
+def subset_data(data: DataInfo, fraction: float) -> DataInfo:
+    """The public facts a tuning trial plans with: m = round(q n) records."""
+    return replace(data, num_records=subset_size(data.num_records, fraction))
+
+
+def subset_config(method: Any, settings: Mapping[str, Any], data: DataInfo,
+                  fraction: float) -> Any:
+    """A tuning trial's typed config: the method's config of ``settings`` on the full
+    data, with its sensitive batch sizes scaled to the subset (extrapolation.RULES)."""
+    from raydp_synth.config import config_to_dict
+
+    full = method.make_config(dict(settings), data)
+    return method.make_config(to_tuning_subset(config_to_dict(full), fraction),
+                              subset_data(data, fraction))

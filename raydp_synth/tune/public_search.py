@@ -196,6 +196,7 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
     """Phase 1 on DATASET with ``searcher`` (the study's Optuna searcher over
     ``search.space``), then the final run of its best configuration; returns what
     the release states of it (``statement`` and ``run`` extras,
+    and the search's ``result_grid``,
     :func:`~raydp_synth.tune.study._release_best`)."""
     import os
 
@@ -215,7 +216,8 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
     grid = tune.Tuner(
         trial_trainable(public_search_settings(study, search), driver_cpus=driver_cpus),
         tune_config=tune.TuneConfig(search_alg=limited, scheduler=FIFOScheduler(),
-                                    num_samples=request.trials),
+                                    num_samples=request.trials,
+                                    reuse_actors=True),  # as in raydp_synth.tune.study
         run_config=tune.RunConfig(name=PUBLIC_EXPERIMENT, storage_path=str(study.study_dir),
                                   failure_config=tune.FailureConfig(max_failures=0)),
     ).fit()
@@ -231,6 +233,7 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
     from raydp_synth.release.bundle import public_data_note
 
     return {
+        "result_grid": grid,
         "statement": {
             "scope": (f"the final private run only; hyperparameters were chosen on public data "
                       f"{search.dataset} at no privacy cost ({request.trials} search trials "

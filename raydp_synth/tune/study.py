@@ -5,6 +5,8 @@ Layout of the study directory (owner-only; docs/architecture.md, section 6)::
     STUDY/ledger.jsonl     the accountant's durable ledger (curator-only)
     STUDY/study.json       the request, the search space, the reference plan
     STUDY/tune/            Ray Tune's experiment (trial results, checkpoints)
+    STUDY/optuna.journal   Optuna's studies (one per Tune experiment): what the
+                           searcher was told (:mod:`raydp_synth.tune.optuna_journal`)
     STUDY/trials/ID/       each trial's Ray Train run
     STUDY/release/         the best trial's generator, with the privacy statement
                            of the WHOLE search (computed by the accountant)
@@ -23,6 +25,7 @@ import math
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,7 +115,7 @@ class StudyRequest:
     sampler: str = "tpe"
     hypo_c: float = 1.0
     search_space: Path | None = None
-    settings: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
     max_concurrent: int = 1
     workers_per_trial: int = 1
     use_gpu: bool = False
@@ -223,11 +226,25 @@ class StudyRequest:
 
 @dataclass(frozen=True)
 class StudyResult:
+    """What :func:`run_study` returns.
+
+    Attributes:
+        study_dir: the study directory (its release in ``study_dir / "release"``).
+        statement: the release's privacy statement (``release/privacy.json``).
+        best_trial, best_score: the released trial and its score.
+        trials: every finished trial of the study (all sessions) and its score.
+        result_grid: Ray Tune's ``ResultGrid`` of the search this call ran (the
+            public search under ``--tune-on-public``); None when this call ran no
+            search (a resumed study with no trial left). Curator-only, like
+            ``STUDY/tune/``: it holds every trial's config, metrics and checkpoints.
+    """
+
     study_dir: Path
     statement: dict[str, Any]
     best_trial: str | None
     best_score: float | None
     trials: list[dict[str, Any]]
+    result_grid: Any = None
 
 
 def _owner_only_dir(path: Path) -> None:
@@ -281,13 +298,18 @@ def _run_study(request: StudyRequest) -> StudyResult:
           f"on the public {request.tune_on_public}, then one run on {request.dataset} at "
           f"epsilon={request.epsilon:g} delta={request.delta:g}")
     extra = None
+    grid = None
     if prepared.public_search is not None:
-        from raydp_synth.tune.public_search import search_then_final_run
+        from raydp_synth.tune.optuna_journal import journal_storage, new_study_name
+        from raydp_synth.tune.public_search import PUBLIC_EXPERIMENT, search_then_final_run
 
         search = prepared.public_search
+        storage = journal_storage(prepared.study_dir, create=True)
         extra = search_then_final_run(
             request, settings, search, accountant, driver_cpus=TRIAL_DRIVER_CPUS,
-            searcher=optuna_search(request, search.space, search.default))
+            searcher=optuna_search(request, search.space, search.default, storage=storage,
+                                   study_name=new_study_name(storage, PUBLIC_EXPERIMENT)))
+        grid = extra.pop("result_grid", None)
     elif subsampled:
         from raydp_synth.tune import subsampled_search
 
@@ -298,12 +320,14 @@ def _run_study(request: StudyRequest) -> StudyResult:
                                                    request.tune_fraction),
             accountant, driver_cpus=TRIAL_DRIVER_CPUS,
             searcher=optuna_search(request, prepared.space, prepared.default))
+        grid = extra.pop("result_grid", None)
     elif tuner is not None:
-        tuner.fit()
+        grid = tuner.fit()
     ledger_error = ray.get(accountant.status.remote())["ledger_error"]
     if ledger_error is not None:  # the accountant failed closed; the study is interrupted
         raise LedgerError(f"study {prepared.name} stopped: {ledger_error}")
-    result = _release_best(request, prepared.study_dir, accountant, prepared.name, extra=extra)
+    result = _release_best(request, prepared.study_dir, accountant, prepared.name, extra=extra,
+                           result_grid=grid)
     # The study is over: its detached accountant goes (a --resume rebuilds it from
     # the ledger). An interrupted study keeps it, for the resume.
     ray.kill(accountant, no_restart=True)
@@ -423,8 +447,8 @@ def _subsampled_plans(request: StudyRequest, method: Method, data: DataInfo, spa
     that the rest of the budget buys the default config's final run (the
     accountant's own variant-1 price; a ConfigError, one line, otherwise)."""
     from raydp_synth.privacy.subsampled_tuning import amplified_tuning_rdp, epsilon_from_rdp
+    from raydp_synth.tune.extrapolation import subset_config, subset_data
     from raydp_synth.tune.planning import plan_for_subsampled_final, subsampled_reference_plan
-    from raydp_synth.tune.subsampled_search import subset_config, subset_data
 
     q = request.tune_fraction
     settings = {**space.fixed, "seed": request.seed}
@@ -601,17 +625,26 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
     # Per-epoch reports carry the training metrics; the score comes with the last one.
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     trainable = trial_trainable(settings, driver_cpus=TRIAL_DRIVER_CPUS)
-    searcher = ConcurrencyLimiter(
-        BudgetAwareSearch(optuna_search(request, prepared.space, prepared.default), prepared.name),
-        max_concurrent=request.max_concurrent)
     tuner = _restored_tuner(prepared.study_dir, trainable) if request.resume else None
     if tuner is not None:
         return tuner
+
+    def searcher(experiment: str) -> Any:
+        """The new experiment's searcher; its Optuna study, named like the
+        experiment, new in the study's journal."""
+        from raydp_synth.tune.optuna_journal import journal_storage, new_study_name
+
+        storage = journal_storage(prepared.study_dir, create=True)
+        inner = optuna_search(request, prepared.space, prepared.default, storage=storage,
+                              study_name=new_study_name(storage, experiment))
+        return ConcurrencyLimiter(BudgetAwareSearch(inner, prepared.name),
+                                  max_concurrent=request.max_concurrent)
+
     return _new_tuner(request, prepared.study_dir, trainable, searcher, accountant)
 
 
-def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any, searcher: Any,
-               accountant: Any) -> Any:
+def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any,
+               searcher: Callable[[str], Any], accountant: Any) -> Any:
     """A new Tune experiment of the study: for a new study, or a resume whose Tune
     experiment cannot be restored (killed before Tune saved it), on the same ledger,
     with the trials the ledger has not granted yet; None when that is none. The
@@ -642,7 +675,7 @@ def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any, searcher:
     # gets a fresh one.
     return tune.Tuner(
         trainable,
-        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=FIFOScheduler(),
+        tune_config=tune.TuneConfig(search_alg=searcher(experiment), scheduler=FIFOScheduler(),
                                     num_samples=num_samples, reuse_actors=True),
         run_config=tune.RunConfig(name=experiment, storage_path=str(study_dir),
                                   failure_config=tune.FailureConfig(max_failures=0)),
@@ -672,9 +705,12 @@ def first_points(request: StudyRequest, space: SearchSpace,
     return [point] if point else None
 
 
-def optuna_search(request: StudyRequest, space: SearchSpace, default: Any) -> Any:
+def optuna_search(request: StudyRequest, space: SearchSpace, default: Any, *,
+                  storage: Any = None, study_name: str | None = None) -> Any:
     """The study's Optuna searcher (Ray Tune's ``OptunaSearch``), before the budget
-    and concurrency wrappers: the space, the sampler and the first points.
+    and concurrency wrappers: the space, the sampler and the first points; its
+    Optuna study in ``storage`` under ``study_name`` (the study's journal,
+    :mod:`raydp_synth.tune.optuna_journal`; None: in memory).
 
     The sampler's seed depends on the selection:
 
@@ -725,7 +761,8 @@ def optuna_search(request: StudyRequest, space: SearchSpace, default: Any) -> An
         if request.sampler == "dp-hypo" else None,
     )
     return OptunaSearch(space=space.define_by_run, metric="score", mode="max",
-                        sampler=sampler, points_to_evaluate=first_points(request, space, default))
+                        sampler=sampler, points_to_evaluate=first_points(request, space, default),
+                        storage=storage, study_name=study_name)
 
 
 def _restored_tuner(study_dir: Path, trainable: Any) -> Any:
@@ -785,7 +822,8 @@ def no_release_message(name: str, study_dir: Path, status: dict[str, Any]) -> st
 
 
 def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
-                  name: str, extra: dict[str, Any] | None = None) -> StudyResult:
+                  name: str, extra: dict[str, Any] | None = None,
+                  result_grid: Any = None) -> StudyResult:
     """Release the study's best finished trial; ``extra`` (a strategy's
     ``statement`` and ``run`` fields, e.g. ``--tune-on-public``'s scope) overrides
     the defaults of privacy.json and run.json."""
@@ -858,4 +896,5 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
             fid_weights=request.fid_weights))))
     return StudyResult(study_dir=study_dir, statement=full, best_trial=trial_id,
                        best_score=score,
-                       trials=[{"trial": t["trial"], "score": t["score"]} for t in trials])
+                       trials=[{"trial": t["trial"], "score": t["score"]} for t in trials],
+                       result_grid=result_grid)

@@ -49,10 +49,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from raydp_synth.errors import BudgetExhausted, ConfigError
-from raydp_synth.tune.extrapolation import subset_size, to_full_data, to_tuning_subset
+from raydp_synth.tune.extrapolation import (
+    subset_config,
+    subset_data,
+    subset_size,
+    to_full_data,
+)
 
 if TYPE_CHECKING:
-    from raydp_synth.data import DataInfo
     from raydp_synth.data.dataset import ImageDataset
     from raydp_synth.tune.study_settings import StudySettings
 
@@ -128,11 +132,8 @@ class TuningSubset:
 
 def subset_records(dataset: ImageDataset, indices: np.ndarray) -> ImageDataset:
     """The records of ``dataset`` at ``indices``, and no other (what a tuning trial's
-    loop and score read)."""
-    from raydp_synth.data.dataset import ImageDataset
-
-    return ImageDataset(images=dataset.images[indices], labels=dataset.labels[indices],
-                        num_classes=dataset.num_classes, name=dataset.name, public=dataset.public)
+    loop and score read): :meth:`ImageDataset.records_at`, which the worker calls."""
+    return dataset.records_at(indices)
 
 
 def draw_tuning_subset(num_train: int, num_val: int, fraction: float,
@@ -152,22 +153,6 @@ def secret_tuning_subset(num_train: int, num_val: int, fraction: float) -> Tunin
     subsampling assumes they cannot."""
     return draw_tuning_subset(num_train, num_val, fraction,
                               np.random.default_rng(secrets.randbits(128)))
-
-
-def subset_data(data: DataInfo, fraction: float) -> DataInfo:
-    """The public facts a tuning trial plans with: m = round(q n) records."""
-    return replace(data, num_records=subset_size(data.num_records, fraction))
-
-
-def subset_config(method: Any, settings: Mapping[str, Any], data: DataInfo,
-                  fraction: float) -> Any:
-    """A tuning trial's typed config: the method's config of ``settings`` on the full
-    data, with its sensitive batch sizes scaled to the subset (extrapolation.RULES)."""
-    from raydp_synth.config import config_to_dict
-
-    full = method.make_config(dict(settings), data)
-    return method.make_config(to_tuning_subset(config_to_dict(full), fraction),
-                              subset_data(data, fraction))
 
 
 def full_config(subset: Mapping[str, Any], fraction: float) -> dict[str, Any]:
@@ -227,7 +212,8 @@ def search_then_final_run(request: Any, study: StudySettings, subset: TuningSubs
         trial_trainable(replace(study, selection=SUBSAMPLED_SEARCH), driver_cpus=driver_cpus,
                         tuning_subset=subset),
         tune_config=tune.TuneConfig(search_alg=limited, scheduler=FIFOScheduler(),
-                                    num_samples=-1),  # exactly K: the accountant stops it
+                                    num_samples=-1,  # exactly K: the accountant stops it
+                                    reuse_actors=True),  # as in raydp_synth.tune.study
         run_config=tune.RunConfig(name=SUBSAMPLED_EXPERIMENT, storage_path=str(study.study_dir),
                                   failure_config=tune.FailureConfig(max_failures=0)),
     ).fit()
@@ -242,6 +228,7 @@ def search_then_final_run(request: Any, study: StudySettings, subset: TuningSubs
     # The final config is fixed (settings, not a search-space point): nothing is drawn.
     run_final(subsampled_final_settings(study, final_settings), {}, driver_cpus=driver_cpus)
     return {
+        "result_grid": grid,
         "statement": {
             "scope": (f"the whole subsampled tuning (Koskela & Kulkarni 2023, variant 1): a "
                       f"random-stopping tuning phase on a secret Poisson subset of fraction "

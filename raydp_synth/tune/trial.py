@@ -189,7 +189,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     try:
         settings = {**study.space.settings_from_trial_config(config), "seed": study.seed}
         if on_subset:
-            from raydp_synth.tune.subsampled_search import subset_config, subset_data
+            from raydp_synth.tune.extrapolation import subset_config, subset_data
 
             assert study.tune_fraction is not None
             config = subset_config(method, settings, data, study.tune_fraction)

@@ -38,7 +38,8 @@ def test_write_parquet_round_trip(tmp_path: Path, channels: int) -> None:
     write_parquet(path, images, labels, ["cat", "dog", "eel"])
 
     schema = pq.read_schema(path)
-    assert schema.field("image").type == pa.binary()
+    assert schema.field("image").type == pa.struct([("bytes", pa.binary()),
+                                                     ("path", pa.string())])
     assert schema.field("label").type == pa.int64()
     assert json.loads(schema.metadata[CLASS_NAMES_KEY]) == ["cat", "dog", "eel"]
 
@@ -47,6 +48,38 @@ def test_write_parquet_round_trip(tmp_path: Path, channels: int) -> None:
     assert np.array_equal(raw.labels, labels)
     assert raw.class_names == ("cat", "dog", "eel")
     assert raw.source == str(path)
+
+
+def test_written_file_is_what_hugging_face_datasets_decodes_as_image_and_class_label(
+        tmp_path: Path) -> None:
+    """The layout ``datasets`` writes for ``Features({"image": Image(), "label":
+    ClassLabel(names=...)})``: the struct storage of ``Image`` and the features in
+    the ``huggingface`` schema metadata; each row's bytes are a PNG of its pixels."""
+    images = _images(5, 3, side=6, seed=4)
+    path = tmp_path / "hf.parquet"
+    write_parquet(path, images, np.array([0, 1, 2, 0, 1]), ["cat", "dog", "eel"])
+    schema = pq.read_schema(path)
+    assert json.loads(schema.metadata[b"huggingface"]) == {"info": {"features": {
+        "image": {"_type": "Image"},
+        "label": {"names": ["cat", "dog", "eel"], "_type": "ClassLabel"}}}}
+    rows = pq.read_table(path).column("image").to_pylist()
+    assert all(set(row) == {"bytes", "path"} and row["path"] is None for row in rows)
+    for row, pixels in zip(rows, images, strict=True):
+        decoded = Image.open(io.BytesIO(row["bytes"]))
+        assert decoded.format == "PNG" and decoded.mode == "RGB"
+        assert np.array_equal(np.asarray(decoded), pixels.transpose(1, 2, 0))
+
+
+def test_files_with_a_plain_binary_image_column_still_read(tmp_path: Path) -> None:
+    """The layout written before the Hugging Face struct: a binary PNG column."""
+    pixels = _images(3, 1, seed=5)
+    table = pa.table({"image": pa.array([_png(p[0]) for p in pixels], pa.binary()),
+                      "label": pa.array([1, 0, 1], pa.int64())})
+    table = table.replace_schema_metadata({CLASS_NAMES_KEY: json.dumps(["a", "b"]).encode()})
+    pq.write_table(table, tmp_path / "old.parquet")
+    raw = load_parquet_raw(tmp_path / "old.parquet")
+    assert np.array_equal(raw.images, pixels)
+    assert raw.class_names == ("a", "b") and raw.labels.tolist() == [1, 0, 1]
 
 
 def test_declared_class_without_samples_is_kept(tmp_path: Path) -> None:

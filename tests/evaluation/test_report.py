@@ -98,6 +98,9 @@ def test_evaluation_reads_only_the_test_split(run_dir) -> None:
     assert result["inception"]["available"] is False
     assert [p["step"] for p in result["curve"]] == [10, 20]
     assert [p["epsilon_spent"] for p in result["curve"]] == [2.0, 4.9]
+    # Both checkpoints hold the released weights: the last is the released point.
+    assert [p["released"] for p in result["curve"]] == [False, True]
+    assert result["num_classes"] == 10
     assert result["reference"]["feature_network_trained_on"] == "test split"
 
 

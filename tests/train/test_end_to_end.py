@@ -36,9 +36,12 @@ def test_release_bundle_is_complete(run_dir) -> None:
     out, _ = run_dir
     release = out / "release"
     assert sorted(p.name for p in release.iterdir()) == [
-        "generator.json", "generator.pt", "privacy.json", "samples.png", "synthetic.parquet"]
+        "generator.json", "generator.safetensors", "privacy.json", "samples.png",
+        "synthetic.parquet"]
     grid = Image.open(release / "samples.png")
-    assert grid.mode == "L" and grid.height > 10 * 16 and grid.width > 10 * 16
+    assert grid.height > 10 * 16 and grid.width > 10 * 16
+    assert json.loads(grid.text["Classes"]) == [str(i) for i in range(10)]
+    assert grid.text["Description"].startswith("dpaf on digits: (epsilon=")
     raw = load_parquet_raw(str(release / "synthetic.parquet"))
     assert raw.images.shape[1:] == (1, 16, 16)
     assert raw.class_names == tuple(str(i) for i in range(10))

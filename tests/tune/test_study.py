@@ -88,7 +88,7 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     scores = {t["trial"]: t["score"] for t in result.trials}
     assert result.best_score == max(s for s in scores.values() if s is not None)
     assert statement["released_trial_plan"]["event"] in [g["event"] for g in grants]
-    for name in ("generator.pt", "generator.json", "samples.png", "synthetic.parquet"):
+    for name in ("generator.safetensors", "generator.json", "samples.png", "synthetic.parquet"):
         assert (study / "release" / name).is_file()
     # What reached Tune (progress, dashboard, result.json): Tune's own bookkeeping,
     # the trial's TRIAL_METRICS and DPAF's allow-listed worker metrics, nothing else.

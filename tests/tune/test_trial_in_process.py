@@ -65,7 +65,7 @@ def test_a_one_worker_trial_trains_in_process_with_the_same_files_and_allowed_re
                                for c in checkpoints)
     (final,) = study.glob(f"tune/*/checkpoint_*/{TRIAL_CHECKPOINT}")
     assert (final.parent / "generator.pt").is_file()
-    assert (study / "release" / "generator.pt").is_file()
+    assert (study / "release" / "generator.safetensors").is_file()
     tune_keys = set(AUTO_RESULT_KEYS) | {"trial_id", "done", "checkpoint_path", "should_checkpoint"}
     allowed = tune_keys | TRIAL_METRICS | get_method("dpaf").metric_allowlist
     (path,) = study.glob("tune/*/result.json")
