@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from raydp_synth.cli import run_cli
+from raydp_synth.cli import add_version_argument, run_cli
 from raydp_synth.errors import ConfigError
 
 __all__ = ["ledger_statement", "main"]
@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m raydp_synth.budget",
                                      description="Print a study's ledger and its privacy statement.")
     parser.add_argument("study_dir", type=Path, help="the study directory (STORAGE/NAME)")
+    add_version_argument(parser)
     args = parser.parse_args(argv)
     statement, entries = ledger_statement(args.study_dir)
     print(f"ledger of {args.study_dir} ({statement['mode']}):")

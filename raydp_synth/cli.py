@@ -11,8 +11,20 @@ from typing import Any
 from raydp_synth.errors import ConfigError, UserError
 
 __all__ = ["add_console_arguments", "add_data_arguments", "add_fid_weights_argument",
-           "add_release_arguments", "configure_console_from", "parse_settings",
-           "release_overrides", "run_cli"]
+           "add_release_arguments", "add_version_argument", "configure_console_from",
+           "parse_settings", "release_overrides", "run_cli", "version_line"]
+
+
+def version_line() -> str:
+    """What ``--version`` prints: ``raydp_synth VERSION``."""
+    import raydp_synth
+
+    return f"raydp_synth {raydp_synth.__version__}"
+
+
+def add_version_argument(parser: argparse.ArgumentParser) -> None:
+    """``--version``: print :func:`version_line` and exit 0 (every command)."""
+    parser.add_argument("--version", action="version", version=version_line())
 
 
 def parse_settings(items: Sequence[str]) -> dict[str, str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from raydp_synth.cli import (
     add_console_arguments,
     add_fid_weights_argument,
+    add_version_argument,
     configure_console_from,
     run_cli,
 )
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "many test images (default: --num-synthetic; the field uses 10000; "
                         "slow on CPU)")
     add_fid_weights_argument(parser)
+    add_version_argument(parser)
     parser.add_argument("--device", default=None,
                         help="where sampling and the CNNs run (default: cuda if available)")
     add_console_arguments(parser)

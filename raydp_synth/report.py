@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raydp_synth.cli import run_cli
+from raydp_synth.cli import add_version_argument, run_cli
 from raydp_synth.errors import ConfigError
 
 __all__ = [
@@ -350,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", default=None, metavar="NAME",
                         help="with --update: the table between <!-- report:begin NAME --> and "
                         "<!-- report:end NAME --> (a file with several generated tables)")
+    add_version_argument(parser)
     args = parser.parse_args(argv)
     rows = [read_row(d) for d in args.dirs]
     markdown = to_markdown(rows)

@@ -22,7 +22,7 @@ import json
 import secrets
 from pathlib import Path
 
-from raydp_synth.cli import run_cli
+from raydp_synth.cli import add_version_argument, run_cli
 from raydp_synth.errors import ConfigError
 
 __all__ = ["SAMPLE_METADATA_KEY", "build_parser", "main", "release_folder"]
@@ -67,6 +67,7 @@ def build_parser(prog: str = "raydp-synth sample") -> argparse.ArgumentParser:
                         help="where the generator runs (default cpu; e.g. cuda); the latents "
                         "are drawn on the CPU, so the images do not depend on it")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    add_version_argument(parser)
     return parser
 
 

@@ -10,6 +10,7 @@ from raydp_synth.cli import (
     add_console_arguments,
     add_data_arguments,
     add_release_arguments,
+    add_version_argument,
     configure_console_from,
     parse_settings,
     release_overrides,
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_arguments(parser)
     add_release_arguments(parser)
     add_console_arguments(parser)
+    add_version_argument(parser)
     return parser
 
 

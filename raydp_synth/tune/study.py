@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from raydp_synth.privacy.plan import PrivacyPlan
     from raydp_synth.tune.search_space import SearchSpace
 
-__all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "first_points", "optuna_search",
-           "run_study"]
+__all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "check_first_trial_affordable",
+           "first_points", "no_release_message", "optuna_search", "run_study"]
 
 #: CPUs of a trial's driver process beyond its loop's (a 1-worker trial runs its loop
 #: itself and asks for the worker's share too: raydp_synth.tune.trial.trial_resources).
@@ -269,14 +269,18 @@ def _run_study(request: StudyRequest) -> StudyResult:
     """The study's steps, in this order: everything public is settled and checked
     before Ray starts; the accountant exists before any trial; the searcher (and
     random stopping's secret sampler seed) is built last."""
+    storage_given = request.storage  # as the user gave it: relative or not
     request = _with_absolute_paths(request)
     prepared = _prepare(request)
+    check_first_trial_affordable(request, prepared)
     import ray
 
     from raydp_synth.runtime.ray_session import ensure_ray
     from raydp_synth.runtime.resources import gpus_ray_can_place
+    from raydp_synth.runtime.shared_storage import require_shared_storage
 
     total_cpus = ensure_ray()
+    require_shared_storage(storage_given, ray.nodes())  # before the study writes anything
     gpus_per_worker, note = gpus_ray_can_place(
         gpus_per_worker=request.gpus_per_worker(), workers=request.workers_per_trial,
         optional=request.gpus_per_trial is not None and not request.use_gpu,
@@ -411,10 +415,13 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
     default = method.make_config({**space.fixed, "seed": request.seed}, data)
     reference = None
     if request.selection == "random-stopping":
-        reference = reference_plan(method, default, data, target_epsilon=request.epsilon,
-                                   delta=request.delta, mean_trials=float(request.trials),
-                                   shape=shape, score_share=score_share,
-                                   density_ratio=request.density_ratio)
+        try:
+            reference = reference_plan(method, default, data, target_epsilon=request.epsilon,
+                                       delta=request.delta, mean_trials=float(request.trials),
+                                       shape=shape, score_share=score_share,
+                                       density_ratio=request.density_ratio)
+        except ConfigError as err:  # E_ref is what every trial's plan is held to
+            raise BudgetExhausted(_cannot_buy_a_trial(request, request.trials, err)) from None
     tuning_rdp = None
     if request.selection == "subsampled":
         reference, tuning_rdp = _subsampled_plans(request, method, data, space, score_share, shape)
@@ -477,6 +484,66 @@ def _subsampled_plans(request: StudyRequest, method: Method, data: DataInfo, spa
           f"(q={q:g}, mean {request.trials} trials, amplified), the default config's final run "
           f"{final.epsilon():.4f} alone, {request.epsilon:g} composed")
     return reference, tuple(float(v) for v in curve)
+
+
+def check_first_trial_affordable(request: StudyRequest, prepared: _PreparedStudy) -> None:
+    """Refuse, before Ray starts and before anything is written, a study whose budget
+    cannot buy its next trial: the plan of the default configuration (compose's
+    first trial) computed by :func:`~raydp_synth.tune.planning.trial_plan`, the
+    function every trial calls, with the grants the ledger holds (none for a new
+    study). A trial whose plan does not fit would fail without a grant, and so would
+    every other trial of a budget that small. Random stopping's and subsampled
+    tuning's checks are in :func:`_prepare`: the calibration of E_ref (a trial's plan
+    is E_ref's or below it) and, for subsampled tuning, of the final run.
+
+    Reads only public facts and, on ``--resume``, the ledger (curator-only).
+
+    Raises:
+        BudgetExhausted: one line naming the budget, the trial count and the fix.
+    """
+    from raydp_synth.privacy.events import event_from_json
+    from raydp_synth.tune.planning import trial_plan
+
+    if prepared.public_search is None and request.selection != "compose":
+        return  # _prepare calibrated E_ref (and subsampled's final run), or refused
+    granted: list[Any] = []
+    if prepared.public_search is not None:  # one final run at the whole budget
+        selection, trials = "compose", 1
+    else:
+        selection, trials = request.selection, request.trials
+        if request.resume and selection == "compose":
+            granted = [event_from_json(e) for e in _ledger_granted_events(prepared.study_dir)]
+            if len(granted) >= trials:
+                return  # no trial is left to buy; the study goes on to its release
+    try:
+        trial_plan(prepared.method, prepared.default, prepared.data, selection=selection,
+                   epsilon=request.epsilon, delta=request.delta, trials=trials,
+                   score_share=prepared.score_share, granted=granted,
+                   reference_event=prepared.reference.event()
+                   if prepared.reference is not None else None)
+    except ConfigError as err:
+        raise BudgetExhausted(_cannot_buy_a_trial(request, trials, err)) from None
+
+
+def _cannot_buy_a_trial(request: StudyRequest, trials: int, err: Exception) -> str:
+    trial = (f"one of {trials} trials ({request.selection})" if trials > 1 else "one trial") \
+        if request.selection == "compose" else f"a mean of {trials} trials (random stopping)"
+    return (f"the budget epsilon={request.epsilon:g}, delta={request.delta:g} cannot buy "
+            f"{trial} of {request.method}'s default configuration: {err}; nothing was "
+            "started or written: raise --epsilon, lower --trials, or make a run cheaper "
+            "(e.g. --set epochs=...)")
+
+
+def _ledger_granted_events(study_dir: Path) -> list[dict[str, Any]]:
+    """The grants of the study's ledger file (replayed without Ray, like
+    ``python -m raydp_synth.budget``); none without a ledger."""
+    from raydp_synth.accountant.core import LEDGER_NAME, StudyBudget
+    from raydp_synth.accountant.ledger import Ledger
+
+    path = study_dir / LEDGER_NAME
+    if not path.is_file():
+        return []
+    return StudyBudget.replay(Ledger(path).entries(), source=path).granted_events()
 
 
 def _check_study_dir(request: StudyRequest, study_dir: Path) -> None:
@@ -739,6 +806,26 @@ def _finished_trials(study_dir: Path) -> list[dict[str, Any]]:
     return found
 
 
+def no_release_message(name: str, study_dir: Path, status: dict[str, Any]) -> str:
+    """Why a study released nothing, stated as its ledger stands (``status``: the
+    accountant's :meth:`~raydp_synth.accountant.actor.BudgetAccountant.status`, the
+    ledger's grants and refusals replayed). Under random stopping the counts stay out
+    of the message (they would tell K, which only the ledger holds)."""
+    granted, refused = status["trials_granted"], status["trials_refused"]
+    budget = f"epsilon {status['spent_epsilon']:.4f} of {status['budget_epsilon']:g}"
+    if status["mode"] == "random-stopping":
+        spent = f"the ledger holds its trials' grants, {budget} spent and not refunded"
+    elif granted:
+        spent = (f"the ledger holds {granted} grant{'s' if granted != 1 else ''} and "
+                 f"{refused} refusal{'s' if refused != 1 else ''}, {budget} spent and not "
+                 "refunded")
+    else:
+        spent = (f"the ledger holds no grant ({refused} refusal{'s' if refused != 1 else ''}): "
+                 "nothing was spent")
+    return (f"no trial of study {name} finished with a score (see {study_dir / 'tune'}); "
+            f"{spent} (python -m raydp_synth.budget {study_dir})")
+
+
 def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
                   name: str, extra: dict[str, Any] | None = None,
                   result_grid: Any = None) -> StudyResult:
@@ -764,10 +851,8 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
             "continue it with --resume"
         )
     if best is None:
-        raise BudgetExhausted(
-            f"no trial of study {name} finished with a score (see {study_dir / 'tune'}); "
-            "the budget they were granted stays spent"
-        )
+        raise BudgetExhausted(no_release_message(name, study_dir,
+                                                 ray.get(accountant.status.remote())))
     score, ckpt = best["score"], best["checkpoint"]
     info = json.loads((ckpt / TRIAL_CHECKPOINT).read_text())
     state = torch.load(ckpt / "generator.pt", map_location="cpu")

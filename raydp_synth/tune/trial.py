@@ -138,37 +138,21 @@ def _report_final(metrics: dict[str, Any], checkpoint_dir: str | None = None) ->
 
 def _plan(study: StudySettings, method: Any, config: Any, accountant: Any,
           data: Any = None) -> Any:
+    """The trial's plan (:func:`~raydp_synth.tune.planning.trial_plan`); ``data``: a
+    subsampled tuning trial's subset facts."""
     import ray
 
     from raydp_synth.privacy.events import event_from_json
-    from raydp_synth.tune.planning import (
-        plan_dominated_by,
-        plan_for_compose,
-        plan_for_subsampled_final,
-    )
+    from raydp_synth.tune.planning import trial_plan
 
-    if study.selection == SUBSAMPLED_FINAL:  # the tuning phase composed with this run
-        assert study.tuning_rdp is not None  # StudySettings checks
-        return plan_for_subsampled_final(method, config, study.data, tuning_rdp=study.tuning_rdp,
-                                         target_epsilon=study.epsilon, delta=study.delta,
-                                         score_share=study.score_share)
-
-    if study.selection == PUBLIC_SEARCH:  # one run at the whole budget, on public data
-        return plan_for_compose(method, config, study.data, target_epsilon=study.epsilon,
-                                delta=study.delta, granted=[], remaining_trials=1,
-                                score_share=0.0)
-    if study.selection == "compose":
+    granted: list[Any] = []
+    if study.selection == "compose":  # the ledger's grants so far, in ledger order
         granted = [event_from_json(e) for e in ray.get(accountant.granted_events.remote())]
-        return plan_for_compose(
-            method, config, study.data, target_epsilon=study.epsilon, delta=study.delta,
-            granted=granted, remaining_trials=study.trials - len(granted),
-            score_share=study.score_share,
-        )
-    assert study.reference_event is not None  # random stopping's (StudySettings checks)
-    # subsampled tuning's trials: on the subset's public facts (``data``)
-    return plan_dominated_by(method, config, data or study.data,
-                             reference_event=study.reference_event,
-                             delta=study.delta, score_share=study.score_share)
+    return trial_plan(method, config, study.data, selection=study.selection,
+                      epsilon=study.epsilon, delta=study.delta, trials=study.trials,
+                      score_share=study.score_share, granted=granted,
+                      reference_event=study.reference_event, tuning_rdp=study.tuning_rdp,
+                      trial_data=data)
 
 
 def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: bool = False,

@@ -218,7 +218,10 @@ def test_the_repository_is_installed_on_every_node(name: str) -> None:
         assert (REPO / local).exists(), local
     setup = " ; ".join(config["setup_commands"])
     assert f'"torch=={TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cu' in setup
-    assert f'-e ~/raydp_synth "ray[default,tune,train]=={RAY_VERSION}"' in setup
+    # Installed like the wheel (.ci/wheel_check), rebuilt on every re-sync; not editable.
+    assert (f'--reinstall-package raydp_synth ~/raydp_synth '
+            f'"ray[default,tune,train]=={RAY_VERSION}"') in setup
+    assert " -e " not in setup and "--editable" not in setup
 
 
 @pytest.mark.parametrize("name", LAUNCHERS)
@@ -351,6 +354,8 @@ def test_all_pods_run_the_image_of_the_dockerfile() -> None:
     assert f"ARG RAY_IMAGE=rayproject/ray:{RAY_VERSION}-py311-gpu" in dockerfile
     assert f"ARG TORCH_VERSION={TORCH_VERSION}" in dockerfile
     assert f'"ray[default,tune,train]=={RAY_VERSION}"' in dockerfile
+    installs = [line for line in dockerfile.splitlines() if "pip install" in line]
+    assert installs and not any(" -e " in line or "--editable" in line for line in installs)
 
 
 def test_rayjob_entrypoint_runs_a_study_on_the_shared_storage() -> None:

@@ -104,6 +104,7 @@ def _settings_of_study(monkeypatch, tmp_path: Path, argv: list[str], cluster_gpu
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setattr(ray_session, "ensure_ray", lambda **_: 2.0)
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0, "GPU": cluster_gpus})
+    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True}])  # one node: any --storage
     monkeypatch.setattr(resources, "largest_node_cpus", lambda: 2.0)
     monkeypatch.setattr(study, "_start_accountant", lambda request, prepared: None)
     monkeypatch.setattr(study, "_tuner", tuner)
