@@ -254,24 +254,25 @@ def calibrate_plan(
     # PLD refinement below sets the final precision (fewer RDP recalibrations).
     pld_helps = _finite(price(best, SEARCH_PLD)) < eps_lo * (1 - rtol)
     rtol_rdp = max(rtol, _RDP_RTOL_BEFORE_PLD) if pld_helps else rtol
-    if eps_lo > target_epsilon:
-        hi, eps_hi = lo, eps_lo
-        while eps_lo > target_epsilon:
-            if lo < 1e-6:
-                raise ConfigError(f"cannot fit the plan into epsilon={target_epsilon:g}")
-            hi, eps_hi = lo, eps_lo
-            lo = lo / 4
-            best, eps_lo = plan_at(lo)
-    else:
-        hi = float(max(2, len(specs)))
-        plan_hi, eps_hi = plan_at(hi)
-        while eps_hi <= target_epsilon and hi < 1e6:
-            lo, best, eps_lo = hi, plan_hi, eps_hi
-            hi = hi * 4
-            plan_hi, eps_hi = plan_at(hi)
-    rdp_best, _, _ = _largest_feasible_scale(
-        plan_at, lo=lo, best=best, eps_lo=eps_lo, hi=hi, eps_hi=eps_hi,
-        target_epsilon=target_epsilon, rtol=rtol_rdp)
+    try:
+        rdp_best = _scale_search(plan_at, SEARCH_RDP, lo=lo, best=best, eps_lo=eps_lo,
+                                 target_epsilon=target_epsilon, rtol=rtol_rdp,
+                                 first_hi=float(max(2, len(specs))))
+    except ConfigError:
+        if not pld_helps:
+            raise
+        # No plan fits under RDP: the price composes plans granted earlier whose noise
+        # was refined under PLD (compose's last trials), and RDP prices them over the
+        # budget already. Search under the coarse PLD itself; the STATED check below
+        # still guards the result.
+        searched = _scale_search(plan_at, SEARCH_PLD, lo=lo, best=best, eps_lo=eps_lo,
+                                 target_epsilon=target_epsilon, rtol=rtol,
+                                 first_hi=float(max(2, len(specs))),
+                                 first=plan_at(lo, SEARCH_PLD)[1])
+        stated = price(searched, STATED)
+        if not stated <= target_epsilon:
+            raise ConfigError(f"cannot fit the plan into epsilon={target_epsilon:g}") from None
+        return searched
     best = rdp_best
 
     # PLD refinement, only where PLD leaves slack worth a search: one common factor
@@ -300,3 +301,41 @@ def calibrate_plan(
     if not stated <= target_epsilon:
         raise ConfigError(f"calibration overshot epsilon={target_epsilon:g}; this is a bug")
     return best
+
+
+def _scale_search(plan_at: Callable[..., tuple[PrivacyPlan, float]], pricing: Pricing, *,
+                  lo: float, best: PrivacyPlan, eps_lo: float, target_epsilon: float,
+                  rtol: float, first_hi: float, first: float | None = None) -> PrivacyPlan:
+    """The plan at the largest budget scale whose ``pricing`` meets the target:
+    bracket it from ``lo`` (whose plan is ``best``, priced ``eps_lo``), then bisect.
+
+    ``first_hi``: the first upper end tried when ``lo`` fits; ``first``: ``eps_lo``
+    under ``pricing`` when ``eps_lo`` was priced otherwise.
+
+    Raises:
+        ConfigError: no scale down to 1e-6 (or no mechanism's noise) fits the target.
+    """
+    def at(scale: float) -> tuple[PrivacyPlan, float]:
+        return plan_at(scale, pricing)
+
+    if first is not None:
+        eps_lo = first
+    if eps_lo > target_epsilon:
+        hi, eps_hi = lo, eps_lo
+        while eps_lo > target_epsilon:
+            if lo < 1e-6:
+                raise ConfigError(f"cannot fit the plan into epsilon={target_epsilon:g}")
+            hi, eps_hi = lo, eps_lo
+            lo = lo / 4
+            best, eps_lo = at(lo)
+    else:
+        hi = first_hi
+        plan_hi, eps_hi = at(hi)
+        while eps_hi <= target_epsilon and hi < 1e6:
+            lo, best, eps_lo = hi, plan_hi, eps_hi
+            hi = hi * 4
+            plan_hi, eps_hi = at(hi)
+    found, _, _ = _largest_feasible_scale(
+        at, lo=lo, best=best, eps_lo=eps_lo, hi=hi, eps_hi=eps_hi,
+        target_epsilon=target_epsilon, rtol=rtol)
+    return found
