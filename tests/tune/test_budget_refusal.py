@@ -23,15 +23,26 @@ from raydp_synth.tune.study import (
 from tests.accountant.test_core import Study, _compose, _plan, _random_stopping
 
 
-def _ray_started() -> bool:
-    import sys
+@pytest.fixture
+def ray_connections(monkeypatch) -> list[int]:
+    """Every time the code under test connects to Ray (``ensure_ray``, which a study
+    calls right before it starts or joins a cluster): a refused study never does.
+    (``ray.is_initialized()`` cannot tell: the suite's shared local cluster may be up.)"""
+    from raydp_synth.runtime import ray_session
 
-    ray = sys.modules.get("ray")
-    return ray is not None and ray.is_initialized()
+    calls: list[int] = []
+
+    def refuse(*args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("the study connected to Ray")
+
+    monkeypatch.setattr(ray_session, "ensure_ray", refuse)
+    return calls
 
 
 @pytest.mark.parametrize("selection", ["compose", "random-stopping"])
-def test_an_unaffordable_study_is_refused_before_ray(selection, capsys, tmp_path) -> None:
+def test_an_unaffordable_study_is_refused_before_ray(selection, capsys, tmp_path,
+                                                     ray_connections) -> None:
     storage = tmp_path / "studies"
     with pytest.raises(SystemExit) as exit_info:
         run_cli(main, ["dpaf", "--epsilon", "0.001", "--trials", "50", "--selection", selection,
@@ -41,7 +52,7 @@ def test_an_unaffordable_study_is_refused_before_ray(selection, capsys, tmp_path
     assert err.startswith("error: the budget epsilon=0.001, delta=1e-05 cannot buy ")
     assert err.count("\n") == 1 and "raise --epsilon" in err
     assert not storage.exists(), "a refused study wrote files"
-    assert not _ray_started()
+    assert not ray_connections
 
 
 def _prepared(tmp_path: Path, **kwargs):
@@ -50,19 +61,19 @@ def _prepared(tmp_path: Path, **kwargs):
     return request, _prepare(request)
 
 
-def test_the_check_refuses_with_the_trials_plan_error(tmp_path) -> None:
+def test_the_check_refuses_with_the_trials_plan_error(tmp_path, ray_connections) -> None:
     """The refusal is trial_plan's calibration error, as the first trial would get it."""
     request, prepared = _prepared(tmp_path, epsilon=1e-4, trials=2, settings={"epochs": "1"})
     with pytest.raises(BudgetExhausted, match=r"one of 2 trials \(compose\).*no noise multiplier"):
         check_first_trial_affordable(request, prepared)
-    assert not any(tmp_path.iterdir()) and not _ray_started()
+    assert not any(tmp_path.iterdir()) and not ray_connections
 
 
 @pytest.mark.slow  # a calibration that succeeds: about 4 s
-def test_a_budget_that_buys_the_first_trial_passes(tmp_path) -> None:
+def test_a_budget_that_buys_the_first_trial_passes(tmp_path, ray_connections) -> None:
     request, prepared = _prepared(tmp_path, epsilon=0.5, trials=2, settings={"epochs": "1"})
     check_first_trial_affordable(request, prepared)
-    assert not any(tmp_path.iterdir()) and not _ray_started()
+    assert not any(tmp_path.iterdir()) and not ray_connections
 
 
 def test_a_resume_with_every_trial_granted_has_nothing_to_buy(tmp_path) -> None:
