@@ -69,6 +69,22 @@ def _plan_priced(
     def price(plan: PrivacyPlan, pricing: Pricing) -> float:
         return _pricing.epsilon(event_of(plan.event()), delta=delta, pricing=pricing)
 
+    return _plan_meeting(method, config, data, target_epsilon=target_epsilon, delta=delta,
+                         score_share=score_share, price=price)
+
+
+def _plan_meeting(
+    method: Method,
+    config: Any,
+    data: DataInfo,
+    *,
+    target_epsilon: float,
+    delta: float,
+    score_share: float,
+    price: Callable[[PrivacyPlan, Pricing], float],
+) -> PrivacyPlan:
+    """The method's plan of ``config`` calibrated so that ``price`` meets
+    ``target_epsilon``, stated with its own epsilon as its target."""
     plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
                        score_share=score_share, price=price)
     return replace(plan, target_epsilon=plan.epsilon())
@@ -119,9 +135,8 @@ def reference_plan(
                 plan.event(), mean=mean_trials, shape=shape, delta=delta,
                 density_ratio=density_ratio, orders=pricing.orders)
 
-        plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
-                           score_share=score_share, price=price)
-        return replace(plan, target_epsilon=plan.epsilon())
+        return _plan_meeting(method, config, data, target_epsilon=target_epsilon, delta=delta,
+                             score_share=score_share, price=price)
     return _plan_priced(
         method, config, data, target_epsilon=target_epsilon, delta=delta,
         score_share=score_share,
@@ -177,9 +192,8 @@ def subsampled_reference_plan(
         return epsilon_from_rdp(amplified_tuning_rdp(
             plan.event(), mean=mean_trials, shape=shape, tune_fraction=tune_fraction), delta)
 
-    plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
-                       score_share=score_share, price=price)
-    return replace(plan, target_epsilon=plan.epsilon())
+    return _plan_meeting(method, config, data, target_epsilon=target_epsilon, delta=delta,
+                         score_share=score_share, price=price)
 
 
 def plan_for_subsampled_final(
@@ -203,9 +217,8 @@ def plan_for_subsampled_final(
     def price(plan: PrivacyPlan, pricing: Pricing) -> float:  # RDP on ORDERS, whatever pricing
         return epsilon_from_rdp(variant1_rdp(tuning, plan.event()), delta)
 
-    plan = method.plan(config, target_epsilon=target_epsilon, delta=delta, data=data,
-                       score_share=score_share, price=price)
-    return replace(plan, target_epsilon=plan.epsilon())
+    return _plan_meeting(method, config, data, target_epsilon=target_epsilon, delta=delta,
+                         score_share=score_share, price=price)
 
 
 def trial_plan(
