@@ -5,7 +5,6 @@ that releases nothing says what its ledger holds."""
 from __future__ import annotations
 
 import re
-
 from dataclasses import replace
 from pathlib import Path
 
