@@ -16,8 +16,12 @@ import sys
 
 import pytest
 
-os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
+from raydp_synth.runtime.ray_session import RAY_SETTINGS
+
+# The settings of every run and study (state tracking for the dashboard's Train page
+# included) hold for the test session's cluster too.
+for _name, _value in RAY_SETTINGS.items():
+    os.environ.setdefault(_name, _value)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
