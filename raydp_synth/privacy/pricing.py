@@ -50,7 +50,7 @@ from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.pld import privacy_loss_distribution as pld_module
 
 from raydp_synth.privacy import accounting
-from raydp_synth.privacy.accounting import CALIBRATION_ORDERS
+from raydp_synth.privacy.accounting import CALIBRATION_ORDERS, Leaf, gaussian_leaves
 
 __all__ = [
     "PLD_INTERVAL",
@@ -162,38 +162,6 @@ def rdp_only_price(epsilon_rdp: float) -> Price:
 
 # -- PLD -----------------------------------------------------------------------
 
-#: One plain Gaussian mechanism: (noise multiplier, Poisson rate or None, releases).
-Leaf = tuple[float, "float | None", int]
-
-
-def _leaves(event: dpa.DpEvent, count: int = 1) -> list[Leaf] | None:
-    """The event as a sequence of Gaussian leaves in ``PLDAccountant``'s composition
-    order; None for any other event (then ``PLDAccountant`` itself prices it)."""
-    if isinstance(event, dp_event.NoOpDpEvent):
-        return []
-    if isinstance(event, dp_event.SelfComposedDpEvent):
-        return _leaves(event.event, count * event.count)
-    if isinstance(event, dp_event.ComposedDpEvent):
-        out: list[Leaf] = []
-        for e in event.events:
-            part = _leaves(e, count)
-            if part is None:
-                return None
-            out.extend(part)
-        return out
-    if isinstance(event, dp_event.GaussianDpEvent):
-        sigma = float(event.noise_multiplier)
-        return [(sigma, None, count)] if sigma > 0 and math.isfinite(sigma) else None
-    if isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(
-        event.event, dp_event.GaussianDpEvent
-    ):
-        q, sigma = float(event.sampling_probability), float(event.event.noise_multiplier)
-        if q == 0:
-            return []
-        return [(sigma, q, count)] if sigma > 0 and math.isfinite(sigma) and 0 < q <= 1 else None
-    return None
-
-
 @functools.lru_cache(maxsize=32)
 def _step_pld(sigma: float, q: float, interval: float) -> Any:
     """One release of a Poisson-subsampled Gaussian, as ``PLDAccountant`` builds it."""
@@ -227,9 +195,9 @@ def _pld_of_leaves(leaves: tuple[Leaf, ...], delta: float, interval: float) -> f
 def _pld_epsilon(
     event: dpa.DpEvent, delta: float, interval: float, leaves: Sequence[Leaf] | None = None
 ) -> float | None:
-    """PLD's epsilon of ``event`` (whose :func:`_leaves` may be given); None where
+    """PLD's epsilon of ``event`` (whose :func:`~raydp_synth.privacy.accounting.gaussian_leaves` may be given); None where
     ``PLDAccountant`` cannot price it or fails on it (RDP's bound stands alone)."""
-    leaves = _leaves(event) if leaves is None else leaves
+    leaves = gaussian_leaves(event) if leaves is None else leaves
     try:
         if leaves is not None:
             value = _pld_of_leaves(tuple(leaves), delta, interval)
@@ -290,7 +258,7 @@ class Composition:
         composed._prices = {}
         composed._rdp = self._rdp.plus(event)
         composed._events = (*self._events, event)
-        leaves = _leaves(event) if self._leaves is not None else None
+        leaves = gaussian_leaves(event) if self._leaves is not None else None
         composed._leaves = None if leaves is None or self._leaves is None else (
             self._leaves + tuple(leaves))
         return composed

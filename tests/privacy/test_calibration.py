@@ -119,3 +119,18 @@ def test_plan_calibrated_against_a_custom_price_meets_it_tightly() -> None:
     assert 0.99 * target <= price(plan, pricing.STATED) <= target
     # Scale < 1 was needed: one copy alone gets well below the target.
     assert plan.epsilon() < 0.75 * target
+
+
+def test_noise_search_needs_few_epsilon_evaluations() -> None:
+    """Each evaluation is a slow RDP series; the bracketed secant needs a handful
+    where bisection needed about twelve, and its answer keeps both guarantees."""
+    calls: list[float] = []
+
+    def epsilon_at(sigma: float) -> float:
+        calls.append(sigma)
+        return subsampled_gaussian_epsilon(noise_multiplier=sigma, sample_rate=0.35,
+                                           num_steps=6, delta=1e-5)
+
+    sigma = calibrate_noise_multiplier(epsilon_at, target_epsilon=2.0, rtol=5e-4)
+    assert len(set(calls)) <= 8
+    assert epsilon_at(sigma) <= 2.0 < epsilon_at(sigma / (1 + 5e-4))
