@@ -10,9 +10,10 @@ from typing import Any
 
 from raydp_synth.errors import ConfigError, UserError
 
-__all__ = ["add_console_arguments", "add_data_arguments", "add_fid_weights_argument",
+__all__ = ["add_cluster_arguments", "add_console_arguments", "add_data_arguments", "add_fid_weights_argument",
            "add_release_arguments", "add_version_argument", "configure_console_from",
-           "parse_settings", "release_overrides", "run_cli", "version_line"]
+           "parse_settings", "release_overrides", "run_cli", "run_with_cluster",
+           "version_line"]
 
 
 def version_line() -> str:
@@ -88,6 +89,28 @@ def add_fid_weights_argument(parser: argparse.ArgumentParser) -> None:
                         "is_inception, precision and recall (default: the torch hub cache's "
                         "copy if there; never downloaded; without it only the domain-CNN "
                         "fid_cnn and is_cnn)")
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--keep-cluster`` (train, tune): see :mod:`raydp_synth.runtime.local_cluster`."""
+    parser.add_argument("--keep-cluster", action="store_true",
+                        help="without a cluster to join (RAY_ADDRESS, or a running `ray "
+                        "start` here), start the local Ray as a detached `ray start --head` "
+                        "that stays up after the command (its dashboard, the runs' "
+                        "history); the last line says where its dashboard is and how to "
+                        "stop it (`ray stop`)")
+
+
+def run_with_cluster(args: argparse.Namespace, run: Callable[[], object]) -> None:
+    """``run()``, inside :func:`~raydp_synth.runtime.local_cluster.keep_cluster` if
+    ``--keep-cluster`` was given."""
+    if not args.keep_cluster:
+        run()
+        return
+    from raydp_synth.runtime.local_cluster import keep_cluster
+
+    with keep_cluster():
+        run()
 
 
 def add_console_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,12 +1,16 @@
-"""Connecting to Ray: the cluster of ``ray job submit``, or a local one."""
+"""Connecting to Ray: the cluster of ``ray job submit``, a running ``ray start``, or a
+local one."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 
 __all__ = ["ensure_ray"]
+
+_LOG = logging.getLogger(__name__)
 
 #: Where a ``ray job submit`` driver finds its job's config (and runtime environment).
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
@@ -26,7 +30,12 @@ RAY_SETTINGS: dict[str, str] = {
 
 
 def ensure_ray(*, num_cpus: int | None = None) -> float:
-    """Connect to the cluster in ``RAY_ADDRESS`` or start a local one.
+    """Connect to Ray: the cluster in ``RAY_ADDRESS``; else the running ``ray start``
+    cluster of this machine (attached to as it is: its own resources, its dashboard,
+    one line saying so); else a local one, started with ``num_cpus`` CPUs (default:
+    all), which ends with this process unless the command runs inside
+    :func:`~raydp_synth.runtime.local_cluster.keep_cluster` (then it is a detached
+    ``ray start --head``, attached to).
 
     Returns:
         The cluster's CPU count.
@@ -35,20 +44,45 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
         os.environ.setdefault(name, value)
     import ray
 
-    from raydp_synth.log import quiet_ray_loggers, ray_log_level, worker_env
+    from raydp_synth.log import quiet_ray_loggers, ray_log_level
+    from raydp_synth.runtime.local_cluster import (
+        keep_requested,
+        running_local_cluster,
+        start_detached_cluster,
+    )
 
     if not ray.is_initialized():
         options: dict[str, Any] = {"log_to_driver": True, "logging_level": ray_log_level()}
         if os.environ.get("RAY_ADDRESS"):
-            # The console's settings reach every process of the job (the Tune trials
-            # too) in its runtime environment, less what a submitted job already set
-            # (Ray refuses to merge a key set twice). A local cluster inherits them.
-            job = json.loads(os.environ.get(JOB_CONFIG_ENV) or "{}")
-            taken = set((job.get("runtime_env") or {}).get("env_vars") or {})
-            settings = {k: os.environ[k] for k in RAY_SETTINGS}
-            env_vars = {k: v for k, v in {**settings, **worker_env()}.items() if k not in taken}
-            ray.init(runtime_env={"env_vars": env_vars} if env_vars else None, **options)
+            ray.init(runtime_env=_job_runtime_env(), **options)
         else:
-            ray.init(num_cpus=num_cpus or os.cpu_count(), **options)
+            local = running_local_cluster()
+            if local is None and keep_requested():
+                local = start_detached_cluster(num_cpus=num_cpus)
+            if local is not None:
+                # Ray joins it on its own (and then refuses num_cpus): its resources
+                # are its own. A user's `ray start` did not inherit our settings: the
+                # job carries them.
+                context = ray.init(runtime_env=_job_runtime_env(), **options)
+                url = context.dashboard_url
+                _LOG.info(f"attached to the local Ray cluster at {local} (ray start); "
+                          + (f"dashboard: http://{url}" if url else "it has no dashboard"))
+            else:
+                # "local": a stale address file of a stopped `ray start` is no cluster.
+                ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **options)
     quiet_ray_loggers()
     return float(ray.cluster_resources().get("CPU", 1.0))
+
+
+def _job_runtime_env() -> dict[str, Any] | None:
+    """The runtime environment of a job on a cluster this process did not start: the
+    console's and :data:`RAY_SETTINGS`' variables reach every process of the job (the
+    Tune trials too), less what a submitted job already set (Ray refuses to merge a
+    key set twice). A cluster started here inherits them instead."""
+    from raydp_synth.log import worker_env
+
+    job = json.loads(os.environ.get(JOB_CONFIG_ENV) or "{}")
+    taken = set((job.get("runtime_env") or {}).get("env_vars") or {})
+    settings = {k: os.environ[k] for k in RAY_SETTINGS}
+    env_vars = {k: v for k, v in {**settings, **worker_env()}.items() if k not in taken}
+    return {"env_vars": env_vars} if env_vars else None

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from raydp_synth.cli import (
+    add_cluster_arguments,
     add_console_arguments,
     add_data_arguments,
     add_release_arguments,
@@ -15,6 +16,7 @@ from raydp_synth.cli import (
     parse_settings,
     release_overrides,
     run_cli,
+    run_with_cluster,
 )
 
 __all__ = ["main"]
@@ -49,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "evenly spread, the last included (default: all, about 10)")
     add_data_arguments(parser)
     add_release_arguments(parser)
+    add_cluster_arguments(parser)
     add_console_arguments(parser)
     add_version_argument(parser)
     return parser
@@ -75,14 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     public_validation = public_with_data_dir(args.public_validation, dataset)
     if args.download:
         download_declared([dataset, public, public_validation])
-    run_training(TrainRequest(
+    request = TrainRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, out=out, dataset=dataset,
         settings=settings, workers=args.workers,
         use_gpu=args.use_gpu, seed=args.seed, dp_seed=args.dp_seed,
         public=public, public_validation=public_validation, non_private=args.non_private,
         evaluate=not args.no_eval, curve_checkpoints=args.curve_checkpoints,
         **release_overrides(args),
-    ))
+    )
+    run_with_cluster(args, lambda: run_training(request))
     return 0
 
 

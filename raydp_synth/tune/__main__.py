@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from raydp_synth.cli import (
+    add_cluster_arguments,
     add_console_arguments,
     add_data_arguments,
     add_release_arguments,
@@ -18,6 +19,7 @@ from raydp_synth.cli import (
     parse_settings,
     release_overrides,
     run_cli,
+    run_with_cluster,
 )
 from raydp_synth.tune.study_settings import TRIAL_LOOPS
 from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
@@ -102,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(--selection compose; no --resume; docs/budget-pricing.md)")
     add_data_arguments(parser)
     add_release_arguments(parser)
+    add_cluster_arguments(parser)
     add_console_arguments(parser)
     add_version_argument(parser)
     return parser
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.download:
         download_declared([dataset, public, public_validation, tune_on_public])
     sampler = args.sampler or ("tpe" if args.selection == "compose" else "random")
-    run_study(StudyRequest(
+    request = StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
         selection=args.selection, distribution=args.distribution, sampler=sampler,
         hypo_c=args.hypo_c,
@@ -140,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         tune_on_public=tune_on_public, tune_fraction=args.tune_fraction,
         tune_share=args.tune_share,
         **release_overrides(args),
-    ))
+    )
+    run_with_cluster(args, lambda: run_study(request))
     return 0
 
 

@@ -1,0 +1,155 @@
+"""A Ray cluster of ``ray start`` on this machine: finding one, and keeping one.
+
+* :func:`running_local_cluster`: the cluster a plain ``ray.init()`` here would join,
+  found as Ray finds it. ``ray start`` writes its address to ``ray_current_cluster``
+  in Ray's temp folder (``/tmp/ray``, or ``$RAY_TMPDIR/ray``); the file outlives a
+  crashed cluster, so the address counts only while a local Ray process still runs
+  with it as its ``--gcs-address`` (the test ``ray start`` itself makes).
+* :func:`keep_cluster` (``--keep-cluster`` of ``train`` and ``tune``): where there
+  is no cluster to join, the command's Ray is a detached ``ray start --head``
+  (:func:`start_detached_cluster`) rather than one that ends with the command; at the
+  end one line gives its dashboard and the command that stops it.
+
+Authentication stays as Ray sets it for a cluster of ``ray.init``: unless the user
+chose ``RAY_AUTH_MODE``, token authentication is on and the token is
+``~/.ray/auth_token`` (written if missing), and this process and the ``ray start``
+it runs use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["dashboard_url", "keep_cluster", "keep_requested", "kept_cluster_line",
+           "running_local_cluster", "start_detached_cluster"]
+
+_LOG = logging.getLogger(__name__)
+
+#: Ray's default ports of a ``ray start --head`` whose collision with another local
+#: Ray (e.g. a ``ray.init`` in a notebook) would fail the start or lose the
+#: dashboard's agent: each is used if free, else any free port.
+_PREFERRED_PORTS = {
+    "--port": 6379,
+    "--dashboard-port": 8265,
+    "--ray-client-server-port": 10001,
+    "--dashboard-agent-listen-port": 52365,
+}
+
+_keep = False  # inside keep_cluster()
+
+
+def running_local_cluster() -> str | None:
+    """The GCS address (``host:port``) of the running ``ray start`` cluster that a
+    plain ``ray.init()`` on this machine joins, or None."""
+    from ray._private import services
+
+    address = services.find_bootstrap_address(None)
+    if address and address in services.find_gcs_addresses():
+        return str(address)
+    return None
+
+
+def dashboard_url() -> str | None:
+    """The dashboard of the cluster this process is connected to (None: no dashboard)."""
+    import ray
+    from ray._private.worker import get_dashboard_url
+
+    if not ray.is_initialized():
+        return None
+    url = get_dashboard_url()
+    return f"http://{url}" if url and "://" not in url else (url or None)
+
+
+def _port_or_any(preferred: int) -> int:
+    """``preferred`` if nothing listens on it, else a free port."""
+    for port in (preferred, 0):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("", port))
+            except OSError:
+                continue
+            return int(probe.getsockname()[1])
+    raise OSError("no free port")  # pragma: no cover - port 0 always binds
+
+
+def _token_auth_as_ray_init_would() -> None:
+    """What ``ray.init`` does before it starts a local cluster: token authentication
+    on unless ``RAY_AUTH_MODE`` says otherwise, the token written if missing (this
+    process's environment then carries the mode to ``ray start`` and to ``ray.init``)."""
+    from ray._private.authentication.authentication_token_setup import (
+        enable_token_auth_by_default,
+        ensure_token_if_auth_enabled,
+    )
+
+    enable_token_auth_by_default()
+    ensure_token_if_auth_enabled(None, create_token_if_missing=True)
+
+
+def start_detached_cluster(*, num_cpus: int | None = None) -> str:
+    """Start a local ``ray start --head`` that outlives this process.
+
+    It inherits this process's environment (the settings of
+    :data:`~raydp_synth.runtime.ray_session.RAY_SETTINGS` included), listens on
+    127.0.0.1 for its dashboard, and becomes the cluster :func:`running_local_cluster`
+    finds. Returns its GCS address.
+    """
+    _token_auth_as_ray_init_would()
+    ray_bin = Path(sys.executable).with_name("ray")
+    command = [str(ray_bin) if ray_bin.exists() else "ray", "start", "--head",
+               f"--num-cpus={num_cpus or os.cpu_count() or 1}", "--dashboard-host=127.0.0.1",
+               *(f"{flag}={_port_or_any(port)}" for flag, port in _PREFERRED_PORTS.items())]
+    _LOG.debug("starting %s", " ".join(command))
+    started = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                             stdin=subprocess.DEVNULL)
+    address = running_local_cluster()
+    if started.returncode != 0 or address is None:
+        tail = (started.stdout + started.stderr).strip().splitlines()[-15:]
+        raise RuntimeError("`ray start --head` did not start a cluster:\n" + "\n".join(tail))
+    return address
+
+
+def keep_requested() -> bool:
+    """Whether the command runs inside :func:`keep_cluster`."""
+    return _keep
+
+
+@contextmanager
+def keep_cluster() -> Iterator[None]:
+    """``--keep-cluster``: :func:`~raydp_synth.runtime.ray_session.ensure_ray`, called
+    inside, runs on a detached ``ray start --head`` where it would have started a
+    local Ray, so the cluster (its dashboard, the runs' history) survives the
+    command. At the end, if this process is connected to a local ``ray start``
+    cluster, prints one line with its dashboard and how to stop it; nothing is
+    started, and nothing printed, for a command that stops before it needs Ray."""
+    global _keep
+    _keep = True
+    try:
+        yield
+    finally:
+        _keep = False
+        line = kept_cluster_line()
+        if line is not None:
+            print(line, flush=True)
+
+
+def kept_cluster_line() -> str | None:
+    """``the Ray cluster stays up: dashboard URL; stop it with `ray stop` `` where this
+    process is connected to a local ``ray start`` cluster (None otherwise)."""
+    if os.environ.get("RAY_ADDRESS") or "ray" not in sys.modules:
+        return None
+    import ray
+
+    if not ray.is_initialized() or running_local_cluster() is None:
+        return None
+    url = dashboard_url()
+    token = (" (token: ~/.ray/auth_token)"
+             if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else "")
+    where = f"dashboard {url}{token}" if url else "no dashboard"
+    return f"the Ray cluster stays up: {where}; stop it with `ray stop`"

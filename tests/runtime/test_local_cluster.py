@@ -1,0 +1,163 @@
+"""A ``ray start --head`` cluster on this machine: ``ensure_ray`` joins it, and
+``--keep-cluster`` leaves one up.
+
+Each test's Ray lives in a temp folder of its own (``RAY_TMPDIR``): its address file
+(``ray_current_cluster``) is not the user's, so the commands under test find only the
+cluster the test started, and the test session's shared Ray (``ray_local``) is never
+found. ``ray stop`` would stop every Ray of the user, the session's included: the
+tests stop their clusters by ending the processes whose command line names their
+temp folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from raydp_synth.log import VERBOSITY_ENV
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+RAY = Path(sys.executable).with_name("ray")
+TINY_TRAIN = ["--no-eval", "--epsilon", "4", "--set", "epochs=1", "--set",
+              "classifier_epochs=0.2", "--set", "base_width=8", "--synthetic-samples", "20"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _processes_naming(folder: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if folder in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _stop(folder: str) -> None:
+    """End the Ray processes of ``folder`` (TERM, then KILL after 5 s: the GCS and
+    the raylet may take longer to end on TERM)."""
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        for pid in _processes_naming(folder):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while _processes_naming(folder) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if not _processes_naming(folder):
+            return
+
+
+@pytest.fixture
+def ray_home() -> Iterator[tuple[str, dict[str, str]]]:
+    """A Ray temp folder of the test's own (short: Unix socket paths), and the
+    environment of a user's shell that uses it: no ``RAY_ADDRESS``, no auth mode."""
+    folder = tempfile.mkdtemp(prefix="rk", dir="/tmp")
+    env = {**os.environ, "RAY_TMPDIR": folder, "PYTHONPATH": str(ROOT),
+           "RAY_USAGE_STATS_ENABLED": "0"}
+    for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_JOB_CONFIG_JSON_ENV_VAR", VERBOSITY_ENV):
+        env.pop(name, None)
+    try:
+        yield folder, env
+    finally:
+        _stop(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+ENSURE_RAY = """
+import json, ray
+from raydp_synth.log import configure_console
+from raydp_synth.runtime.ray_session import ensure_ray
+configure_console()
+ensure_ray(num_cpus=2)
+print("RESOURCES " + json.dumps(ray.cluster_resources()))
+"""
+
+
+def _ensure_ray(env: dict[str, str]) -> tuple[dict[str, float], str]:
+    done = subprocess.run([sys.executable, "-c", ENSURE_RAY], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("RESOURCES "))
+    return json.loads(line.removeprefix("RESOURCES ")), output
+
+
+def test_ensure_ray_attaches_to_a_running_ray_start_cluster(ray_home) -> None:
+    folder, env = ray_home
+    dash = _free_port()
+    start = subprocess.run(
+        [str(RAY), "start", "--head", "--num-cpus=1", f"--port={_free_port()}",
+         "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", '--resources={"probe": 1}',
+         # Not the default agent ports: the test session's own local Ray may hold them.
+         f"--dashboard-agent-listen-port={_free_port()}",
+         f"--ray-client-server-port={_free_port()}"],
+        env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert start.returncode == 0, (start.stdout + start.stderr)[-4000:]
+    address = (Path(folder) / "ray" / "ray_current_cluster").read_text().strip()
+
+    # ensure_ray(num_cpus=2) used to fail here: Ray joins the running cluster on its
+    # own and then refuses num_cpus.
+    resources, output = _ensure_ray(env)
+    assert resources.get("probe") == 1.0 and resources["CPU"] == 1.0, output[-4000:]
+    assert (f"[raydp_synth] attached to the local Ray cluster at {address} (ray start); "
+            f"dashboard: http://127.0.0.1:{dash}") in output
+
+
+def test_a_stale_address_file_is_no_cluster(ray_home) -> None:
+    """The address of a `ray start` that is gone: a local Ray of its own, as before."""
+    folder, env = ray_home
+    (Path(folder) / "ray").mkdir()
+    (Path(folder) / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{_free_port()}")
+    resources, output = _ensure_ray(env)
+    assert resources["CPU"] == 2.0 and "probe" not in resources
+    assert "attached" not in output
+
+
+def test_keep_cluster_leaves_the_cluster_of_a_train_run_up(ray_home, tmp_path) -> None:
+    folder, env = ray_home
+    run = subprocess.run(
+        [sys.executable, "-m", "raydp_synth.train", "dpaf", *TINY_TRAIN,
+         "--out", str(tmp_path / "run"), "--keep-cluster"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400,
+        stdin=subprocess.DEVNULL)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-4000:]
+    assert (tmp_path / "run" / "release" / "privacy.json").is_file()
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith("the Ray cluster stays up: dashboard http://127.0.0.1:"), output[-3000:]
+    assert last.endswith("; stop it with `ray stop`")
+    assert "attached to the local Ray cluster at" in output
+
+    # The driver is gone; the cluster answers (GCS) and serves its dashboard.
+    dash = int(last.split("http://127.0.0.1:")[1].split()[0].rstrip(";"))
+    with socket.create_connection(("127.0.0.1", dash), timeout=10):
+        pass
+    address = (Path(folder) / "ray" / "ray_current_cluster").read_text().strip()
+    status = subprocess.run([str(RAY), "status", f"--address={address}"],
+                            env={**env, "RAY_AUTH_MODE": "token"}, capture_output=True,
+                            text=True, timeout=120)
+    assert status.returncode == 0, (status.stdout + status.stderr)[-3000:]
+    assert f"/{os.cpu_count()}.0 CPU" in status.stdout, status.stdout[-3000:]
