@@ -12,7 +12,7 @@ from raydp_synth.errors import ConfigError, UserError
 
 __all__ = ["add_cluster_arguments", "add_console_arguments", "add_data_arguments", "add_fid_weights_argument",
            "add_release_arguments", "add_version_argument", "configure_console_from",
-           "parse_settings", "release_overrides", "run_cli", "run_with_cluster",
+           "parse_settings", "release_overrides", "run_cli",
            "version_line"]
 
 
@@ -99,18 +99,6 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
                         "that stays up after the command (its dashboard, the runs' "
                         "history); the last line says where its dashboard is and how to "
                         "stop it (`ray stop`)")
-
-
-def run_with_cluster(args: argparse.Namespace, run: Callable[[], object]) -> None:
-    """``run()``, inside :func:`~raydp_synth.runtime.local_cluster.keep_cluster` if
-    ``--keep-cluster`` was given."""
-    if not args.keep_cluster:
-        run()
-        return
-    from raydp_synth.runtime.local_cluster import keep_cluster
-
-    with keep_cluster():
-        run()
 
 
 def add_console_arguments(parser: argparse.ArgumentParser) -> None:

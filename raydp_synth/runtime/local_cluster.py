@@ -23,12 +23,12 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["dashboard_url", "keep_cluster", "keep_requested", "kept_cluster_line",
-           "running_local_cluster", "start_detached_cluster"]
+           "run_with_cluster", "running_local_cluster", "start_detached_cluster"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -153,3 +153,12 @@ def kept_cluster_line() -> str | None:
              if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else "")
     where = f"dashboard {url}{token}" if url else "no dashboard"
     return f"the Ray cluster stays up: {where}; stop it with `ray stop`"
+
+
+def run_with_cluster(keep: bool, run: Callable[[], object]) -> None:
+    """``run()``, inside :func:`keep_cluster` if ``keep`` (``--keep-cluster``)."""
+    if not keep:
+        run()
+        return
+    with keep_cluster():
+        run()

@@ -16,8 +16,8 @@ from raydp_synth.cli import (
     parse_settings,
     release_overrides,
     run_cli,
-    run_with_cluster,
 )
+from raydp_synth.runtime.local_cluster import run_with_cluster
 
 __all__ = ["main"]
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         evaluate=not args.no_eval, curve_checkpoints=args.curve_checkpoints,
         **release_overrides(args),
     )
-    run_with_cluster(args, lambda: run_training(request))
+    run_with_cluster(args.keep_cluster, lambda: run_training(request))
     return 0
 
 

@@ -19,8 +19,8 @@ from raydp_synth.cli import (
     parse_settings,
     release_overrides,
     run_cli,
-    run_with_cluster,
 )
+from raydp_synth.runtime.local_cluster import run_with_cluster
 from raydp_synth.tune.study_settings import TRIAL_LOOPS
 from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         tune_share=args.tune_share,
         **release_overrides(args),
     )
-    run_with_cluster(args, lambda: run_study(request))
+    run_with_cluster(args.keep_cluster, lambda: run_study(request))
     return 0
 
 
