@@ -36,7 +36,7 @@ from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
 from raydp_synth.log import tune_verbosity
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
-from raydp_synth.tune.study_settings import TRIAL_LOOPS, StudySettings
+from raydp_synth.tune.study_settings import TRIAL_LOOPS, PlannedTrial, StudySettings
 from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
 
 _LOG = logging.getLogger(__name__)
@@ -272,7 +272,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
     storage_given = request.storage  # as the user gave it: relative or not
     request = _with_absolute_paths(request)
     prepared = _prepare(request)
-    check_first_trial_affordable(request, prepared)
+    planned = check_first_trial_affordable(request, prepared)
     import ray
 
     from raydp_synth.runtime.ray_session import ensure_ray
@@ -289,7 +289,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
         _LOG.info(f"note: {note}")
     accountant = _start_accountant(request, prepared)
     settings = _study_settings(request, prepared, total_cpus=total_cpus,
-                               gpus_per_worker=gpus_per_worker)
+                               gpus_per_worker=gpus_per_worker, planned=planned)
     subsampled = request.selection == "subsampled"
     tuner = None if prepared.public_search or subsampled else _tuner(
         request, prepared, settings, accountant)
@@ -486,7 +486,8 @@ def _subsampled_plans(request: StudyRequest, method: Method, data: DataInfo, spa
     return reference, tuple(float(v) for v in curve)
 
 
-def check_first_trial_affordable(request: StudyRequest, prepared: _PreparedStudy) -> None:
+def check_first_trial_affordable(request: StudyRequest,
+                                 prepared: _PreparedStudy) -> PlannedTrial | None:
     """Refuse, before Ray starts and before anything is written, a study whose budget
     cannot buy its next trial: the plan of the default configuration (compose's
     first trial) computed by :func:`~raydp_synth.tune.planning.trial_plan`, the
@@ -498,6 +499,10 @@ def check_first_trial_affordable(request: StudyRequest, prepared: _PreparedStudy
 
     Reads only public facts and, on ``--resume``, the ledger (curator-only).
 
+    Returns:
+        The plan it computed, for the trial with these inputs to reuse (planning is
+        deterministic); None where it planned nothing.
+
     Raises:
         BudgetExhausted: one line naming the budget, the trial count and the fix.
     """
@@ -505,24 +510,45 @@ def check_first_trial_affordable(request: StudyRequest, prepared: _PreparedStudy
     from raydp_synth.tune.planning import trial_plan
 
     if prepared.public_search is None and request.selection != "compose":
-        return  # _prepare calibrated E_ref (and subsampled's final run), or refused
-    granted: list[Any] = []
+        return None  # _prepare calibrated E_ref (and subsampled's final run), or refused
+    granted_events: list[dict[str, Any]] = []
     if prepared.public_search is not None:  # one final run at the whole budget
         selection, trials = "compose", 1
     else:
         selection, trials = request.selection, request.trials
         if request.resume and selection == "compose":
-            granted = [event_from_json(e) for e in _ledger_granted_events(prepared.study_dir)]
-            if len(granted) >= trials:
-                return  # no trial is left to buy; the study goes on to its release
+            granted_events = _ledger_granted_events(prepared.study_dir)
+            if len(granted_events) >= trials:
+                return None  # no trial is left to buy; the study goes on to its release
+    config = _first_trial_config(request, prepared)
     try:
-        trial_plan(prepared.method, prepared.default, prepared.data, selection=selection,
-                   epsilon=request.epsilon, delta=request.delta, trials=trials,
-                   score_share=prepared.score_share, granted=granted,
-                   reference_event=prepared.reference.event()
-                   if prepared.reference is not None else None)
+        plan = trial_plan(prepared.method, config, prepared.data, selection=selection,
+                          epsilon=request.epsilon, delta=request.delta, trials=trials,
+                          score_share=prepared.score_share,
+                          granted=[event_from_json(e) for e in granted_events],
+                          reference_event=prepared.reference.event()
+                          if prepared.reference is not None else None)
     except ConfigError as err:
         raise BudgetExhausted(_cannot_buy_a_trial(request, trials, err)) from None
+    return PlannedTrial(
+        inputs=(selection, request.epsilon, request.delta, trials, prepared.score_share,
+                prepared.data),
+        config=config, granted=tuple(granted_events), plan=plan)
+
+
+def _first_trial_config(request: StudyRequest, prepared: _PreparedStudy) -> Any:
+    """The config of compose's first trial where the search fixes all of it (the
+    default's point in the space, :func:`first_points`: the trial then reuses the
+    budget check's plan); else the default config, whose plan is what the check
+    needs (the same schedule up to the search's scaling of relative weights)."""
+    points = first_points(request, prepared.space, prepared.default)
+    if not points:
+        return prepared.default
+    try:
+        settings = {**prepared.space.settings_from_trial_config(points[0]), "seed": request.seed}
+        return prepared.method.make_config(settings, prepared.data)
+    except ConfigError:  # the sampler draws part of it: the trial's config is not known
+        return prepared.default
 
 
 def _cannot_buy_a_trial(request: StudyRequest, trials: int, err: Exception) -> str:
@@ -591,9 +617,11 @@ def _start_accountant(request: StudyRequest, prepared: _PreparedStudy) -> Any:
 
 
 def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
-                    total_cpus: float, gpus_per_worker: float) -> StudySettings:
+                    total_cpus: float, gpus_per_worker: float,
+                    planned: PlannedTrial | None = None) -> StudySettings:
     """What every trial reads from the study (built once, shared by every trial);
-    ``gpus_per_worker`` is what Ray can place (0: the trials train on CPUs)."""
+    ``gpus_per_worker`` is what Ray can place (0: the trials train on CPUs);
+    ``planned``: the budget check's plan (:class:`PlannedTrial`)."""
     from raydp_synth.runtime.resources import largest_node_cpus, worker_cpu_share
 
     cpus_per_worker = worker_cpu_share(total_cpus=total_cpus, largest_node=largest_node_cpus(),
@@ -613,7 +641,7 @@ def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
         score_classifier=request.score_classifier, public_validation=request.public_validation,
         trial_loop=request.trial_loop,
         tune_fraction=request.tune_fraction if prepared.tuning_rdp is not None else None,
-        tuning_rdp=prepared.tuning_rdp,
+        tuning_rdp=prepared.tuning_rdp, planned=planned,
     )
 
 

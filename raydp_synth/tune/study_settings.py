@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raydp_synth.data import DataInfo
 
 if TYPE_CHECKING:
     import dp_accounting as dpa
 
+    from raydp_synth.privacy.plan import PrivacyPlan
     from raydp_synth.tune.search_space import SearchSpace
 
-__all__ = ["PUBLIC_SEARCH", "SUBSAMPLED_FINAL", "SUBSAMPLED_SEARCH", "TRIAL_LOOPS",
+__all__ = ["PUBLIC_SEARCH", "PlannedTrial", "SUBSAMPLED_FINAL", "SUBSAMPLED_SEARCH", "TRIAL_LOOPS",
            "StudySettings"]
 
 #: The ``selection`` of a search on data declared public (``--tune-on-public``,
@@ -40,6 +41,29 @@ SUBSAMPLED_FINAL = "subsampled-final"
 #: process for 1-worker trials and on Ray Train for more; ``ray-train``, on Ray Train
 #: always (for comparisons, bench/trial_overhead.py, and as an escape hatch).
 TRIAL_LOOPS = ("auto", "ray-train")
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """A trial plan the driver computed before Ray started (the budget check,
+    ``study.check_first_trial_affordable``), for the trial that would compute it again.
+
+    Planning is a deterministic function of public inputs (the config, the budget,
+    the study's settings, the grants so far), so a trial whose inputs are these gets
+    this plan and skips seconds of calibration; any other trial plans as always.
+
+    Attributes:
+        inputs: the study's settings the plan was computed with
+            (:meth:`StudySettings.plan_inputs`).
+        config: the method's config the plan is for.
+        granted: the ledger's granted events (``event_to_json``) it was sized against.
+        plan: the plan, as ``planning.trial_plan`` returned it.
+    """
+
+    inputs: tuple[Any, ...]
+    config: Any
+    granted: tuple[dict[str, Any], ...]
+    plan: PrivacyPlan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +107,7 @@ class StudySettings:
         tune_fraction: ``--selection subsampled``'s q (None otherwise).
         tuning_rdp: its tuning phase's RDP curve on ORDERS (public arithmetic of E_ref,
             the trial-count law and q), which the final run's plan composes with.
+        planned: a compose trial's plan the driver already computed, or None.
     """
 
     study_name: str
@@ -108,6 +133,12 @@ class StudySettings:
     trial_loop: str = "auto"
     tune_fraction: float | None = None
     tuning_rdp: tuple[float, ...] | None = None
+    planned: PlannedTrial | None = None
+
+    def plan_inputs(self) -> tuple[Any, ...]:
+        """What a compose trial's plan depends on besides its config and the grants."""
+        return (self.selection, self.epsilon, self.delta, self.trials, self.score_share,
+                self.data)
 
     def __post_init__(self) -> None:
         if self.trial_loop not in TRIAL_LOOPS:

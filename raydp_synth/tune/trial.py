@@ -136,18 +136,22 @@ def _report_final(metrics: dict[str, Any], checkpoint_dir: str | None = None) ->
     tune.report(metrics, checkpoint=checkpoint)
 
 
-def _plan(study: StudySettings, method: Any, config: Any, accountant: Any,
-          data: Any = None) -> Any:
-    """The trial's plan (:func:`~raydp_synth.tune.planning.trial_plan`); ``data``: a
-    subsampled tuning trial's subset facts."""
-    import ray
-
+def trial_plan_of(study: StudySettings, method: Any, config: Any,
+                  granted_events: list[dict[str, Any]], data: Any = None) -> Any:
+    """The trial's plan (:func:`~raydp_synth.tune.planning.trial_plan`), or the
+    driver's identical one (:class:`~raydp_synth.tune.study_settings.PlannedTrial`)
+    when its inputs are this trial's. ``granted_events``: the ledger's grants so far
+    (compose); ``data``: a subsampled tuning trial's subset facts."""
     from raydp_synth.privacy.events import event_from_json
     from raydp_synth.tune.planning import trial_plan
 
-    granted: list[Any] = []
-    if study.selection == "compose":  # the ledger's grants so far, in ledger order
-        granted = [event_from_json(e) for e in ray.get(accountant.granted_events.remote())]
+    planned = study.planned
+    if (planned is not None and study.selection == "compose"
+            and (data is None or data == study.data)
+            and planned.inputs == study.plan_inputs() and planned.config == config
+            and list(planned.granted) == granted_events):
+        return planned.plan
+    granted = [event_from_json(e) for e in granted_events]
     return trial_plan(method, config, study.data, selection=study.selection,
                       epsilon=study.epsilon, delta=study.delta, trials=study.trials,
                       score_share=study.score_share, granted=granted,
@@ -203,7 +207,10 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     # A search on public data asks no grant: ``study.dataset`` is the data declared
     # public (raydp_synth.tune.public_search), nothing here can read the sensitive data.
     accountant = None if on_public else get_accountant(study.study_name)
-    plan = _plan(study, method, config, accountant, data)
+    granted_events: list[dict[str, Any]] = []
+    if accountant is not None and study.selection == "compose":  # grants so far, in order
+        granted_events = ray.get(accountant.granted_events.remote())
+    plan = trial_plan_of(study, method, config, granted_events, data)
     stamps["planned"] = time.time()
     if accountant is not None:
         # A fresh nonce per attempt: a retried *call* gets its grant back, a rerun

@@ -61,3 +61,33 @@ def test_a_worker_asks_for_one_gpu_or_a_share_of_one(tmp_path: Path, gpus: float
     assert _settings(tmp_path, use_gpu=True, gpus_per_worker=0.25).gpus_per_worker == 0.25
     with pytest.raises(ValueError, match="gpus_per_worker"):
         _settings(tmp_path, use_gpu=True, gpus_per_worker=gpus)
+
+
+@pytest.mark.slow
+def test_a_trial_reuses_the_drivers_plan_only_for_the_same_inputs(tmp_path: Path) -> None:
+    """The budget check's plan (PlannedTrial) is what trial_plan computes for the same
+    inputs; the trial function takes it only when config, grants and the study's
+    settings are those it was computed with."""
+    from raydp_synth.privacy.events import event_to_json
+    from raydp_synth.tune.planning import trial_plan
+    from raydp_synth.tune.study_settings import PlannedTrial
+    from raydp_synth.tune.trial import trial_plan_of
+
+    dpaf = get_method("dpaf")
+    tiny = {"epochs": 2, "classifier_epochs": 0.5, "batch_size": 512, "base_width": 4}
+    config = dpaf.make_config(tiny, DIGITS)
+    study = _settings(tmp_path)
+    fresh = trial_plan(dpaf, config, DIGITS, selection="compose", epsilon=5.0, delta=1e-5,
+                       trials=3, score_share=0.2)
+    planned = PlannedTrial(inputs=study.plan_inputs(), config=config, granted=(), plan=fresh)
+    study = dataclasses.replace(study, planned=planned)
+    assert pickle.loads(pickle.dumps(study)) == study  # it travels with the settings
+    assert trial_plan_of(study, dpaf, config, []) is fresh
+    assert trial_plan_of(study, dpaf, config, [], DIGITS) is fresh  # the study's own data
+    # Anything else plans afresh: another config, grants so far, other settings.
+    other = dpaf.make_config({**tiny, "mu": 2}, DIGITS)
+    assert trial_plan_of(study, dpaf, other, []) is not fresh
+    granted = [event_to_json(fresh.event())]
+    second = trial_plan_of(study, dpaf, config, granted)
+    assert second is not fresh and second.epsilon() == pytest.approx(fresh.epsilon(), rel=0.05)
+    assert trial_plan_of(dataclasses.replace(study, epsilon=4.0), dpaf, config, []) is not fresh
