@@ -50,7 +50,8 @@ TINY = REPO / "tests" / "tune" / "tiny_dpaf.yaml"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+                 "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]  # a container's small /dev/shm
 #: Ray prints this line (at INFO, hence the study's --verbose) when its local cluster
 #: is up; the port is the first free one from 8265 on.
 DASHBOARD_LINE = re.compile(r"View the dashboard at \S*?(http://[\w.\-]+:\d+)")
