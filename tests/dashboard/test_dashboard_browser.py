@@ -1,0 +1,202 @@
+"""The Ray dashboard in a real browser (headless Chromium) while a study runs.
+
+A 2-trial study with 2 Ray Train workers per trial (so each trial is a Ray Train
+run: a 1-worker trial runs its loop in the trial's own process) starts as its own
+command, with its own local Ray cluster and Ray 2.60's token authentication on.
+The browser signs in with the token through the dashboard's own dialog, then the
+test checks what a user would look for:
+
+* the Jobs page lists the study's driver (``raydp_synth.tune``) as running;
+* the Actors page lists the Tune trial (``run_trial``) and the Ray Train run it
+  started: its ``TrainController`` and ``RayTrainWorker`` actors;
+* Ray Train's state API, ``/api/train/v2/runs/v1`` (what the dashboard serves
+  for Train runs, filled because every study sets ``RAY_TRAIN_ENABLE_STATE_TRACKING``;
+  the open-source dashboard UI of Ray 2.60 has no Train page of its own), opened in
+  the same signed-in browser, lists the trial's run as running, in the study's job.
+
+The study is stopped once the checks pass: it runs long epochs only so that it is
+still running while the page is read. The Actors page's screenshot is kept under
+the test's tmp_path; ``RAYDP_DASHBOARD_SCREENSHOT=docs/images/dashboard_train.png``
+writes it there instead (how the image in docs/ray-cluster.md, section 5, was made).
+
+Needs ``/usr/bin/chromium`` (Debian's ``chromium`` package) and the ``playwright``
+package (the dev extra); never ``playwright install``, which downloads a browser.
+``.ci/run`` installs both, so CI never skips this test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "tests" / "tune" / "tiny_dpaf.yaml"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]  # a container's small /dev/shm
+#: Ray prints this line (at INFO, hence the study's --verbose) when its local cluster
+#: is up; the port is the first free one from 8265 on.
+DASHBOARD_LINE = re.compile(r"View the dashboard at \S*?(http://[\w.\-]+:\d+)")
+DEADLINE_S = 150  # under the load of a shared 2-core machine; about 60 s when idle
+
+playwright_sync = pytest.importorskip(
+    "playwright.sync_api", reason="the playwright package is not installed (pip install "
+    "-e '.[dev]')")
+if not CHROMIUM.is_file():
+    pytest.skip("no /usr/bin/chromium (apt-get install chromium; .ci/run installs it)",
+                allow_module_level=True)
+
+
+@dataclass
+class Study:
+    dashboard: str
+    token: str
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop the study and the local Ray cluster it started (its own session)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)  # Tune stops its trials, ray.shutdown runs
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> Iterator[Study]:
+    token = secrets.token_hex(32)
+    # A short temp dir of its own: Ray's Unix socket paths must stay short, and the
+    # cluster must not be found by (or find) the test session's.
+    ray_tmp = tempfile.mkdtemp(prefix="rdw", dir="/tmp")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN_PATH")}
+    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, RAY_TMPDIR=ray_tmp,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
+    log = tmp_path / "study.log"
+    name = "dash"
+    command = [sys.executable, "-m", "raydp_synth.tune", "dpaf", "--search-space", str(TINY),
+               "--trials", "2", "--workers-per-trial", "2", "--no-eval",
+               "--storage", str(tmp_path / "studies"), "--name", name,
+               # Long enough to be still running while the dashboard is read.
+               "--set", "epochs=200", "--verbose"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        match = None
+        while match is None:
+            match = DASHBOARD_LINE.search(re.sub(r"\x1b\[[0-9;]*m", "", log.read_text()))
+            assert process.poll() is None or match, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "no dashboard line:\n" + log.read_text()[-3000:]
+            time.sleep(0.5)
+        yield Study(match.group(1), token, name, process, log)
+    finally:
+        _stop(process)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def _poll(what: str, check, study: Study, page, deadline: float):
+    """``check()`` until it returns something true; fail at ``deadline``, leaving the
+    page's text and screenshot beside the study's log."""
+    last = None
+    while time.monotonic() < deadline:
+        assert study.process.poll() is None, f"the study ended early:\n{study.output()[-3000:]}"
+        try:
+            last = check()
+        except playwright_sync.Error as error:  # a page still loading, a 5xx
+            last = error
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(2)
+    with contextlib.suppress(playwright_sync.Error):
+        (study.log.parent / "page.txt").write_text(page.locator("body").inner_text())
+        page.screenshot(path=str(study.log.parent / "page.png"), full_page=True)
+    pytest.fail(f"{what} not on the dashboard before the deadline (last: {last!r}); the "
+                f"page: {study.log.parent / 'page.txt'}; study output:\n"
+                f"{study.output()[-1500:]}")
+
+
+def test_dashboard_lists_the_study_train_run_and_trials(study: Study, tmp_path: Path) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    screenshot = Path(os.environ.get("RAYDP_DASHBOARD_SCREENSHOT")
+                      or tmp_path / "dashboard_train.png")
+    with playwright_sync.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM),
+            headless=True, args=CHROMIUM_ARGS, viewport={"width": 1500, "height": 1000})
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            page.set_default_timeout(20_000)
+
+            # Token authentication: the dashboard asks for the token in its dialog.
+            page.goto(f"{study.dashboard}/#/jobs")
+            page.get_by_role("textbox", name="Authentication Token").fill(study.token)
+            with page.expect_response(lambda r: r.url.endswith("/api/authenticate")) as auth:
+                page.get_by_role("button", name="Submit").click()
+            assert auth.value.status == 200, auth.value.text()
+            assert any(c["name"] == "ray-authentication-token" for c in context.cookies())
+
+            # Jobs: the study's driver, running.
+            def study_job() -> bool:
+                page.goto(f"{study.dashboard}/#/jobs")
+                page.get_by_text("raydp_synth.tune").first.wait_for(timeout=5_000)
+                return "RUNNING" in page.locator("body").inner_text()
+
+            _poll("the study's job", study_job, study, page, deadline)
+
+            # Ray Train's state API: the trial's Train run, running, in the study's job.
+            def running_train_run() -> list[dict]:
+                response = page.goto(f"{study.dashboard}/api/train/v2/runs/v1")
+                if response is None or not response.ok:
+                    return []
+                runs = json.loads(page.locator("body").inner_text())["train_runs"]
+                return [run for run in runs if run["status"] == "RUNNING"]
+
+            runs = _poll("a running Ray Train run", running_train_run, study, page, deadline)
+            assert [run["name"] for run in runs] == ["train"]  # one trial at a time
+            assert len({run["job_id"] for run in runs}) == 1
+
+            # Actors: the Tune trial and its Train run's controller and 2 workers.
+            def trial_and_train_actors() -> bool:
+                page.goto(f"{study.dashboard}/#/actors")
+                page.get_by_role("textbox", name="Page Size").fill("50")  # one page
+                page.get_by_text("TrainController").first.wait_for(timeout=5_000)
+                text = page.locator("body").inner_text()
+                return (text.count("RayTrainWorker") >= 2 and all(name in text for name in (
+                    "ImplicitFunc", "run_trial", "TrainController", f"accountant-{study.name}")))
+
+            _poll("the trial's actors", trial_and_train_actors, study, page, deadline)
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot), full_page=True)
+        finally:
+            context.close()
+    assert screenshot.stat().st_size > 10_000
