@@ -17,9 +17,10 @@ JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 
 #: Ray settings every process of a run or study gets (a local cluster inherits them
 #: from the driver; a cluster in ``RAY_ADDRESS`` receives them in the job's runtime
-#: environment). State tracking fills the dashboard's Train page: Ray Train records
-#: each run and its workers only where the process building the trainer (a Tune
-#: trial, or the driver of ``train``) has it set.
+#: environment). State tracking lists each Ray Train run in Ray's state API (the
+#: dashboard's ``/api/train/v2/runs/v1``; Ray 2.60's open-source dashboard has no
+#: Train page): Ray Train records a run and its workers only where the process
+#: building the trainer (a Tune trial, or the driver of ``train``) has it set.
 RAY_SETTINGS: dict[str, str] = {
     "RAY_USAGE_STATS_ENABLED": "0",
     # Train's controller polls workers at this interval; each ray.train.report
