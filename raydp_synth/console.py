@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sample": ("raydp_synth.sample",
                "more samples from a release (post-processing, no privacy cost)"),
     "report": ("raydp_synth.report", "one table of the runs' and studies' privacy and utility"),
+    "dashboard": ("raydp_synth.dashboard.__main__",
+                  "Prometheus and Grafana for a Ray session, with the budget dashboard"),
 }
 
 

@@ -41,7 +41,8 @@ def test_version_everywhere(argv, capsys):
 
 @pytest.mark.parametrize("module", ["raydp_synth.train", "raydp_synth.tune",
                                     "raydp_synth.evaluate", "raydp_synth.budget",
-                                    "raydp_synth.report", "raydp_synth.sample"])
+                                    "raydp_synth.report", "raydp_synth.sample",
+                                    "raydp_synth.dashboard"])
 def test_python_m_version(module):
     done = subprocess.run([sys.executable, "-m", module, "--version"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)

@@ -39,6 +39,7 @@ LAYERS = (
     "evaluate",
     "report",
     "sample",
+    "dashboard",
     "console",
 )
 

@@ -15,6 +15,8 @@ Atomicity: Ray runs the calls of a (non-async) actor one at a time (the default
 ``max_concurrency=1``), so "decide against the current state, append, record" is
 atomic without locks. Keep it that way: never give this class an ``async def``
 method (that makes Ray run calls concurrently) and never raise ``max_concurrency``.
+The one other thread, the gauges' (:class:`~raydp_synth.accountant.gauges.HeldGauges`),
+only sets again the numbers the call thread published; it never reads the budget.
 Every call is idempotent (requests are keyed by trial id), so Ray may retry a call
 after the actor crashed (``max_task_retries=-1``) without double-charging.
 
@@ -32,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.util.metrics import Gauge
 
 from raydp_synth.accountant.core import (
     LEDGER_NAME,
@@ -41,6 +42,7 @@ from raydp_synth.accountant.core import (
     check_ledger,
     new_study_header,
 )
+from raydp_synth.accountant.gauges import BUDGET_GAUGES, STUDY_TAG, HeldGauges
 from raydp_synth.accountant.ledger import Ledger
 from raydp_synth.errors import ConfigError, LedgerError, PrivacyInvariantError
 
@@ -146,27 +148,20 @@ class BudgetAccountant:
                 raise ConfigError(self._ledger_message(exc, granted=False)) from exc
             self._budget = StudyBudget(settings, header, source=self._ledger.path)
 
-        tags = ("study",)
-        self._gauges = {
-            "spent": Gauge("raydp_synth_epsilon_spent", "Epsilon of the study so far", tags),
-            "remaining": Gauge(
-                "raydp_synth_epsilon_remaining", "Budget epsilon minus spent epsilon", tags
-            ),
-            "granted": Gauge("raydp_synth_trials_granted", "Trials whose plan was granted", tags),
-            "refused": Gauge(
-                "raydp_synth_trials_refused", "Trials refused and never granted", tags
-            ),
-        }
+        self._gauges = HeldGauges({
+            key: (name, description, (STUDY_TAG,))
+            for key, (name, description) in BUDGET_GAUGES.items()
+        })
         self._publish()
 
     # -- state -------------------------------------------------------------------
 
     def _publish(self) -> None:
-        tags = {"study": self._name}
-        self._gauges["spent"].set(self._budget.spent_epsilon(), tags=tags)
-        self._gauges["remaining"].set(self._budget.remaining_epsilon(), tags=tags)
-        self._gauges["granted"].set(len(self._budget.grants), tags=tags)
-        self._gauges["refused"].set(len(self._budget.refused), tags=tags)
+        tags = {STUDY_TAG: self._name}
+        self._gauges.set("spent", self._budget.spent_epsilon(), tags)
+        self._gauges.set("remaining", self._budget.remaining_epsilon(), tags)
+        self._gauges.set("granted", len(self._budget.grants), tags)
+        self._gauges.set("refused", len(self._budget.refused), tags)
 
     def _response(self, trial_id: str, granted: bool, reason: str | None) -> dict[str, Any]:
         return {

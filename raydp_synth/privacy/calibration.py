@@ -1,10 +1,11 @@
-"""Noise calibration by bisection against dp-accounting (never overshooting).
+"""Noise calibration against dp-accounting by a bracketed search (never overshooting).
 
 Two entry points:
 
 * :func:`calibrate_noise_multiplier`: the smallest noise multiplier (up to a
-  relative tolerance) whose mechanism meets a target epsilon. Bisection keeps a
-  feasible upper end and returns it, so the result never exceeds the target.
+  relative tolerance) whose mechanism meets a target epsilon. The search (a
+  bracketed secant, :func:`_shrink_bracket`) keeps a feasible upper end and returns
+  it, so the result never exceeds the target.
 * :func:`calibrate_plan`: a plan of several mechanisms with a budget split. Each
   mechanism j is calibrated to its share ``t * share_j * epsilon`` for a scale t,
   and t is the largest scale for which the *composed* plan still meets

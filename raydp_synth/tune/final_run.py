@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from raydp_synth.log import tune_verbosity
 from raydp_synth.tune.study_settings import SUBSAMPLED_FINAL, StudySettings
 
 __all__ = ["FINAL_EXPERIMENT", "final_run_settings", "run_final", "subsampled_final_settings"]
@@ -68,6 +67,7 @@ def run_final(study: StudySettings, config: Mapping[str, Any], *, driver_cpus: f
     from ray.tune.schedulers import FIFOScheduler
 
     from raydp_synth.tune.trial import trial_trainable
+    from raydp_synth.tune.trial_metrics import study_run_config
 
     if not (study.selection == "compose" and study.reference_event is None
             or study.selection == SUBSAMPLED_FINAL):
@@ -78,7 +78,5 @@ def run_final(study: StudySettings, config: Mapping[str, Any], *, driver_cpus: f
         trial_trainable(study, driver_cpus=driver_cpus),
         param_space=dict(config),
         tune_config=tune.TuneConfig(scheduler=FIFOScheduler(), num_samples=1),
-        run_config=tune.RunConfig(name=FINAL_EXPERIMENT, storage_path=str(study.study_dir),
-                                  failure_config=tune.FailureConfig(max_failures=0),
-                                  verbose=tune_verbosity()),
+        run_config=study_run_config(FINAL_EXPERIMENT, study),
     ).fit()

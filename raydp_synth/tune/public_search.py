@@ -31,7 +31,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import BudgetExhausted, ConfigError, DataError
-from raydp_synth.log import tune_verbosity
 from raydp_synth.tune.study_settings import PUBLIC_SEARCH, StudySettings
 
 _LOG = logging.getLogger(__name__)
@@ -211,6 +210,7 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
 
     from raydp_synth.tune.final_run import final_run_settings, run_final
     from raydp_synth.tune.trial import trial_trainable
+    from raydp_synth.tune.trial_metrics import study_run_config
 
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     limited = ConcurrencyLimiter(_final_results_only(searcher),
@@ -222,9 +222,7 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
         tune_config=tune.TuneConfig(search_alg=limited, scheduler=FIFOScheduler(),
                                     num_samples=request.trials,
                                     reuse_actors=True),  # as in raydp_synth.tune.study
-        run_config=tune.RunConfig(name=PUBLIC_EXPERIMENT, storage_path=str(study.study_dir),
-                                  failure_config=tune.FailureConfig(max_failures=0),
-                                  verbose=tune_verbosity()),
+        run_config=study_run_config(PUBLIC_EXPERIMENT, study),
     ).fit()
     trial_id, config, score = _best_public_trial(grid)
     granted = len(ray.get(accountant.granted_events.remote()))

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
-from raydp_synth.log import tune_verbosity
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
 from raydp_synth.tune.study_settings import TRIAL_LOOPS, PlannedTrial, StudySettings
@@ -672,10 +671,10 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
         return ConcurrencyLimiter(BudgetAwareSearch(inner, prepared.name),
                                   max_concurrent=request.max_concurrent)
 
-    return _new_tuner(request, prepared.study_dir, trainable, searcher, accountant)
+    return _new_tuner(request, settings, trainable, searcher, accountant)
 
 
-def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any,
+def _new_tuner(request: StudyRequest, settings: StudySettings, trainable: Any,
                searcher: Callable[[str], Any], accountant: Any) -> Any:
     """A new Tune experiment of the study: for a new study, or a resume whose Tune
     experiment cannot be restored (killed before Tune saved it), on the same ledger,
@@ -686,11 +685,13 @@ def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any,
     from ray import tune
     from ray.tune.schedulers import FIFOScheduler
 
+    from raydp_synth.tune.trial_metrics import study_run_config
+
     # compose: at most N_max trials. random-stopping: exactly K (secret, in the
     # accountant) trials: no cap (a cap would run min(K, cap), which the theorem does
     # not cover); the searcher finishes when the accountant can grant no more.
     num_samples = request.trials if request.selection == "compose" else -1
-    previous = [p for p in study_dir.glob("tune*") if p.is_dir()]
+    previous = [p for p in settings.study_dir.glob("tune*") if p.is_dir()]
     experiment = "tune" if not previous else f"tune-resume-{len(previous)}"
     if request.resume and request.selection == "compose":
         granted = len(ray.get(accountant.granted_events.remote()))
@@ -709,9 +710,7 @@ def _new_tuner(request: StudyRequest, study_dir: Path, trainable: Any,
         trainable,
         tune_config=tune.TuneConfig(search_alg=searcher(experiment), scheduler=FIFOScheduler(),
                                     num_samples=num_samples, reuse_actors=True),
-        run_config=tune.RunConfig(name=experiment, storage_path=str(study_dir),
-                                  failure_config=tune.FailureConfig(max_failures=0),
-                                  verbose=tune_verbosity()),
+        run_config=study_run_config(experiment, settings),
     )
 
 

@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from raydp_synth.errors import BudgetExhausted, ConfigError
-from raydp_synth.log import tune_verbosity
 from raydp_synth.tune.extrapolation import (
     subset_config,
     subset_data,
@@ -204,6 +203,7 @@ def search_then_final_run(request: Any, study: StudySettings, subset: TuningSubs
     from raydp_synth.tune.searcher import BudgetAwareSearch
     from raydp_synth.tune.study_settings import SUBSAMPLED_SEARCH
     from raydp_synth.tune.trial import trial_trainable
+    from raydp_synth.tune.trial_metrics import study_run_config
 
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     limited = ConcurrencyLimiter(BudgetAwareSearch(searcher, study.study_name),
@@ -218,9 +218,7 @@ def search_then_final_run(request: Any, study: StudySettings, subset: TuningSubs
         tune_config=tune.TuneConfig(search_alg=limited, scheduler=FIFOScheduler(),
                                     num_samples=-1,  # exactly K: the accountant stops it
                                     reuse_actors=True),  # as in raydp_synth.tune.study
-        run_config=tune.RunConfig(name=SUBSAMPLED_EXPERIMENT, storage_path=str(study.study_dir),
-                                  failure_config=tune.FailureConfig(max_failures=0),
-                                  verbose=tune_verbosity()),
+        run_config=study_run_config(SUBSAMPLED_EXPERIMENT, study),
     ).fit()
     if ray.get(accountant.status.remote())["can_grant"]:
         raise BudgetExhausted(

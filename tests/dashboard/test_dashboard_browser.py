@@ -33,10 +33,14 @@ import re
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +76,8 @@ class Study:
     name: str
     process: subprocess.Popen[bytes]
     log: Path
+    env: dict[str, str]
+    prometheus_port: int
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -90,15 +96,28 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=30)
 
 
-@pytest.fixture
-def study(tmp_path: Path) -> Iterator[Study]:
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Study]:
+    """One study for the module's tests, running until the last one is done."""
+    tmp_path = tmp_path_factory.mktemp("study")
     token = secrets.token_hex(32)
+    prometheus_port = _free_port()
     # A short temp dir of its own: Ray's Unix socket paths must stay short, and the
     # cluster must not be found by (or find) the test session's.
     ray_tmp = tempfile.mkdtemp(prefix="rdw", dir="/tmp")
     env = {k: v for k, v in os.environ.items()
            if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN_PATH")}
     env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, RAY_TMPDIR=ray_tmp,
+               # Where the head's dashboard looks for Prometheus (read when it starts),
+               # and metrics sent every 2 s instead of 10 (the Prometheus test).
+               RAY_PROMETHEUS_HOST=f"http://127.0.0.1:{prometheus_port}",
+               RAY_metrics_report_interval_ms="2000",
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
     log = tmp_path / "study.log"
     name = "dash"
@@ -118,7 +137,7 @@ def study(tmp_path: Path) -> Iterator[Study]:
             assert process.poll() is None or match, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "no dashboard line:\n" + log.read_text()[-3000:]
             time.sleep(0.5)
-        yield Study(match.group(1), token, name, process, log)
+        yield Study(match.group(1), token, name, process, log, env, prometheus_port)
     finally:
         _stop(process)
         shutil.rmtree(ray_tmp, ignore_errors=True)
@@ -200,3 +219,96 @@ def test_dashboard_lists_the_study_train_run_and_trials(study: Study, tmp_path: 
         finally:
             context.close()
     assert screenshot.stat().st_size > 10_000
+
+
+PROMETHEUS = shutil.which("prometheus")
+#: The panel whose query needs a finished trial (the score is reported at the end),
+#: which this study's long trials never reach while the test reads Prometheus.
+AFTER_A_TRIAL = "Selection score"
+STUDY_EPSILON = 10.0  # tune's default
+
+
+def _prometheus_query(port: int, query: str) -> list[dict]:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    with urllib.request.urlopen(url, timeout=10) as response:
+        body = json.load(response)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def test_prometheus_answers_every_panel_of_the_budget_dashboard(study: Study,
+                                                                tmp_path: Path) -> None:
+    """``raydp-synth dashboard`` on the study's Ray session: Prometheus scrapes the
+    accountant's gauges and the trials' metrics, every query of the shipped Grafana
+    dashboard is valid and (but the finished-trial panel) returns the study's series,
+    the values agree with the budget, and Ray's dashboard finds Prometheus."""
+    if PROMETHEUS is None:
+        pytest.skip("no prometheus program (apt-get install prometheus; .ci/run installs it)")
+    from raydp_synth.dashboard.grafana import DASHBOARD_FILE_NAME, dashboard_json, panel_queries
+
+    log = tmp_path / "dashboard.log"
+    with log.open("wb") as out:  # the default session: RAY_TMPDIR's session_latest
+        monitor = subprocess.Popen(
+            [sys.executable, "-m", "raydp_synth.dashboard", "--no-grafana",
+             "--prometheus-port", str(study.prometheus_port), "--scrape-interval", "2"],
+            cwd=tmp_path, env=study.env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        queries = {title: [q.replace("$study", study.name) for q in exprs]
+                   for title, exprs in panel_queries().items()}
+        deadline = time.monotonic() + 120
+        missing: dict[str, list[str]] = {}
+        while time.monotonic() < deadline:
+            assert monitor.poll() is None, log.read_text()
+            assert study.process.poll() is None, study.output()[-3000:]
+            try:
+                results = {(title, q): _prometheus_query(study.prometheus_port, q)
+                           for title, exprs in queries.items() for q in exprs}
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(1)  # Prometheus starting
+                continue
+            missing = {}
+            for (title, q), series in results.items():
+                if not series and title != AFTER_A_TRIAL:
+                    missing.setdefault(title, []).append(q)
+            if not missing:
+                break
+            time.sleep(2)
+        assert not missing, f"panels without data: {missing}\n{log.read_text()}"
+
+        def value(name: str) -> float:
+            [series] = _prometheus_query(
+                study.prometheus_port, f'ray_raydp_synth_{name}{{study="{study.name}"}}')
+            return float(series["value"][1])
+
+        assert value("trials_granted") >= 1
+        assert value("trials_refused") == 0
+        spent, remaining = value("epsilon_spent"), value("epsilon_remaining")
+        assert 0 < spent <= STUDY_EPSILON
+        assert spent + remaining == pytest.approx(STUDY_EPSILON)
+        trial_keys = {series["metric"]["metric"] for series in _prometheus_query(
+            study.prometheus_port, f'ray_raydp_synth_trial_metric{{study="{study.name}"}}')}
+        from raydp_synth.methods import get_method
+        from raydp_synth.tune.trial import TRIAL_METRICS
+
+        assert "epsilon_spent" in trial_keys
+        assert trial_keys <= get_method("dpaf").metric_allowlist | TRIAL_METRICS
+
+        # Grafana's provisioning folder of the session holds the dashboard.
+        [session] = Path(study.env["RAY_TMPDIR"]).glob("ray/session_2*")
+        assert ((session / "metrics/grafana/dashboards" / DASHBOARD_FILE_NAME).read_text()
+                == dashboard_json())
+        # Ray's dashboard finds this Prometheus (RAY_PROMETHEUS_HOST of the head).
+        request = urllib.request.Request(f"{study.dashboard}/api/prometheus_health",
+                                         headers={"Authorization": f"Bearer {study.token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+            assert json.load(response)["msg"] == "prometheus running"
+    finally:
+        monitor.send_signal(signal.SIGINT)
+        try:
+            code = monitor.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            monitor.kill()
+            raise
+    assert code == 0, log.read_text()
+    assert f"Prometheus: http://localhost:{study.prometheus_port}" in log.read_text()
