@@ -142,15 +142,24 @@ def _install(verbosity: Verbosity) -> None:
     logger.propagate = False
 
 
+#: Ray Tune's switch between its newer console (the default) and its older one.
+TUNE_NEW_OUTPUT_ENV = "RAY_AIR_NEW_OUTPUT"
+
+
 def configure_console(verbosity: Verbosity = Verbosity.DEFAULT) -> None:
     """Set up this process's console for a command-line tool (call once, after parsing).
 
     Installs the one handler of the ``raydp_synth`` logger at ``verbosity``'s level,
     records the verbosity in the environment for Ray's processes, turns off Ray
     Train's ``print`` replacement in workers (unless the user set it), and sets Ray's
-    loggers if Ray is already imported (:func:`quiet_ray_loggers`)."""
+    loggers if Ray is already imported (:func:`quiet_ray_loggers`). With ``--quiet``,
+    Tune's console is its older one (``RAY_AIR_NEW_OUTPUT=0``, unless the user set
+    it): at verbosity 0 the newer one still prints its experiment box and result
+    paths; the older one prints nothing."""
     os.environ[VERBOSITY_ENV] = verbosity.value
     os.environ.setdefault(PRINT_PATCH_ENV, "0")
+    if verbosity is Verbosity.QUIET:
+        os.environ.setdefault(TUNE_NEW_OUTPUT_ENV, "0")
     _install(verbosity)
     if "ray" in sys.modules:
         quiet_ray_loggers()

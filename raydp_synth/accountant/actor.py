@@ -74,8 +74,12 @@ def _reconstructed() -> bool:
     """Whether this runs in a Ray actor that Ray restarted after a crash."""
     if not ray.is_initialized():
         return False
+    import warnings
+
     context = ray.get_runtime_context()
-    return context.get_actor_id() is not None and context.was_current_actor_reconstructed
+    with warnings.catch_warnings():  # Ray's own property reads its deprecated actor_id
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return context.get_actor_id() is not None and context.was_current_actor_reconstructed
 
 
 class BudgetAccountant:

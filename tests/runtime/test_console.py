@@ -39,6 +39,7 @@ def _restore_console(monkeypatch):
     """Each test's console settings are undone: the environment and the loggers."""
     monkeypatch.delenv(VERBOSITY_ENV, raising=False)
     monkeypatch.delenv(PRINT_PATCH_ENV, raising=False)
+    monkeypatch.delenv(console.TUNE_NEW_OUTPUT_ENV, raising=False)
     from ray.train.v2._internal.execution import context
 
     names = (LOGGER_NAME, *RAY_LOGGERS, context.logger.name, "optuna")
@@ -161,3 +162,19 @@ def test_a_training_run_prints_each_worker_line_once_and_no_ray_train_chatter(tm
     assert Counter(progress_lines).most_common(1)[0][1] == 1, output[-4000:]
     assert "[raydp_synth]   plan epsilon=" in proc.stdout
     assert "release written to" in proc.stdout
+
+
+def test_quiet_turns_off_tunes_experiment_box(monkeypatch) -> None:
+    """At verbosity 0 Tune's newer console still prints its "Configuration for
+    experiment" box and result paths; with --quiet Tune gets no newer-console
+    reporter at all (Tune's own switch), and the other levels keep the newer one."""
+    from ray.tune.experimental.output import get_air_verbosity
+
+    configure_console(Verbosity.DEFAULT)
+    assert get_air_verbosity(tune_verbosity()) is not None
+    configure_console(Verbosity.QUIET)
+    assert os.environ[console.TUNE_NEW_OUTPUT_ENV] == "0"
+    assert get_air_verbosity(tune_verbosity()) is None  # Tune's older reporter, silent at 0
+    monkeypatch.setenv(console.TUNE_NEW_OUTPUT_ENV, "1")  # the user's choice stays
+    configure_console(Verbosity.QUIET)
+    assert os.environ[console.TUNE_NEW_OUTPUT_ENV] == "1"
