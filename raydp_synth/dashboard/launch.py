@@ -267,7 +267,9 @@ def start(session: MetricsSession, *, host: str = "127.0.0.1",
             log = session.logs / "raydp_synth_grafana.log"
             env = {**os.environ, "GF_SERVER_HTTP_PORT": str(grafana_port),
                    "GF_SERVER_HTTP_ADDR": host,
-                   "GF_PATHS_DATA": str(session.metrics / "grafana" / "data")}
+                   # Its database and logs in the session, not under its (read-only) home.
+                   "GF_PATHS_DATA": str(session.metrics / "grafana" / "data"),
+                   "GF_PATHS_LOGS": str(session.logs)}
             process = _launch(grafana_command(session, binary=grafana_binary, home=home), log,
                               env)
             stack.callback(_stop, process)
