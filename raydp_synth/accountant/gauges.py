@@ -18,6 +18,7 @@ prices, the count of refusals), which the curator's statement publishes anyway.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -79,8 +80,8 @@ class HeldGauges:
         self._gauges[key].set(float(value), tags=dict(tag_items))
 
     def _hold(self) -> None:
-        stop = threading.Event()  # never set: the thread lives as long as its process
-        while not stop.wait(self._period_s):
+        while True:  # a daemon thread: it lives as long as its process
+            time.sleep(self._period_s)
             with self._lock:
                 values = list(self._values.items())
             for (key, tag_items), value in values:

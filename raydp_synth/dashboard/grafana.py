@@ -13,7 +13,6 @@ against a real Prometheus scraping a study.
 from __future__ import annotations
 
 import json
-from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -29,14 +28,10 @@ def dashboard_json() -> str:
     return (resources.files(__package__) / "grafana" / DASHBOARD_FILE_NAME).read_text()
 
 
-@cache
-def _parsed() -> str:
-    return dashboard_json()
-
-
 def dashboard() -> dict[str, Any]:
     """The dashboard, parsed (a fresh copy)."""
-    return dict(json.loads(_parsed()))
+    board: dict[str, Any] = json.loads(dashboard_json())
+    return board
 
 
 def panel_queries(board: dict[str, Any] | None = None) -> dict[str, list[str]]:

@@ -35,8 +35,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from raydp_synth.dashboard.grafana import DASHBOARD_FILE_NAME, dashboard_json
+from raydp_synth.dashboard.grafana import DASHBOARD_FILE_NAME, DASHBOARD_UID, dashboard_json
 from raydp_synth.errors import ConfigError
 
 __all__ = ["DEFAULT_GRAFANA_PORT", "DEFAULT_PROMETHEUS_PORT", "MetricsSession", "Monitor",
@@ -205,6 +206,8 @@ class Monitor:
     grafana_url: str | None
     dashboard_file: Path
     processes: dict[str, subprocess.Popen[bytes]]
+    #: Both on the ports where Ray's dashboard looks unless told otherwise.
+    default_ports: bool
 
 
 def _launch(command: list[str], log: Path, env: dict[str, str] | None = None
@@ -277,10 +280,12 @@ def start(session: MetricsSession, *, host: str = "127.0.0.1",
             grafana_url = _url(host, grafana_port)
             _wait_ready(process, f"http://{host or '127.0.0.1'}:{grafana_port}/api/health",
                         "Grafana", log)
-        yield Monitor(prometheus_url, grafana_url, dashboard_file, processes)
+        yield Monitor(prometheus_url, grafana_url, dashboard_file, processes,
+                      default_ports=(prometheus_port, grafana_port) == (
+                          DEFAULT_PROMETHEUS_PORT, DEFAULT_GRAFANA_PORT))
 
 
-def serve(session: MetricsSession, **options: object) -> None:
+def serve(session: MetricsSession, **options: Any) -> None:
     """:func:`start`, print where everything is, and wait until interrupted (or until
     a program exits)."""
     stopping = False
@@ -291,16 +296,14 @@ def serve(session: MetricsSession, **options: object) -> None:
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        with start(session, **options) as monitor:  # type: ignore[arg-type]
-            prometheus_port = options.get("prometheus_port", DEFAULT_PROMETHEUS_PORT)
-            grafana_port = options.get("grafana_port", DEFAULT_GRAFANA_PORT)
+        with start(session, **options) as monitor:
             print(f"Prometheus: {monitor.prometheus_url} (scraping the Ray session "
                   f"{session.session_dir.name})")
             if monitor.grafana_url:
-                print(f"Grafana: {monitor.grafana_url}/d/raydp-synth-budget (the budget and "
+                print(f"Grafana: {monitor.grafana_url}/d/{DASHBOARD_UID} (the budget and "
                       "trials), Ray's own dashboards in its Ray folder")
             print(f"Grafana dashboard file: {monitor.dashboard_file}")
-            if (prometheus_port, grafana_port) != (DEFAULT_PROMETHEUS_PORT, DEFAULT_GRAFANA_PORT):
+            if not monitor.default_ports:
                 print(f"the Ray dashboard finds them if its head was started with "
                       f"RAY_PROMETHEUS_HOST={monitor.prometheus_url}"
                       + (f" RAY_GRAFANA_HOST={monitor.grafana_url}" if monitor.grafana_url else ""))
