@@ -24,7 +24,14 @@ Strategies (each at the same total ``--epsilon``, the whole search counted):
 * ``dp-hypo``: ``tune --selection random-stopping --sampler dp-hypo --hypo-c C``
   (Wang et al. 2023).
 * ``public``: ``tune --tune-on-public SPEC``: the search on declared-public data at
-  no cost, then one private run.
+  no cost, then one private run (``bench/public_subset.py`` writes such a file).
+
+A strategy may carry its own setting, ``NAME:VALUE``, to compare variants in one
+table: the number of trials of ``compose:3`` / ``random-stopping:3`` (E[K]), the
+tuning fraction of ``subsampled:0.3``, the density-ratio bound of ``dp-hypo:2``, the
+epochs of ``run:30`` (``--set epochs=30``: the default run at the search space's
+epochs). Its cells are labelled ``compose-n3``, ``subsampled-q0.3``, ``dp-hypo-c2``,
+``run-e30``.
 
 A cell that fails (a strategy the installed CLI refuses, a crash) is reported and
 skipped; the others go on. "Beats the run" in the summary means: the strategy's mean
@@ -56,10 +63,39 @@ STRATEGIES: dict[str, tuple[str, list[str]]] = {
                                              "--sampler", "random", "--trials", "{trials}"]),
     "subsampled": ("raydp_synth.tune", ["--selection", "subsampled", "--tune-fraction",
                                         "{fraction}", "--trials", "{trials}"]),
-    "dp-hypo": ("raydp_synth.tune", ["--selection", "random-stopping", "--sampler", "dp-hypo",
+    "dp-hypo": ("raydp_synth.tune", ["--selection", "random-stopping", "--distribution",
+                                     "geometric", "--sampler", "dp-hypo",
                                      "--hypo-c", "{hypo_c}", "--trials", "{trials}"]),
     "public": ("raydp_synth.tune", ["--tune-on-public", "{public}", "--trials", "{trials}"]),
 }
+
+
+#: strategy -> the placeholder that ``NAME:VALUE`` sets, and the label's prefix.
+VARIANTS: dict[str, tuple[str, str]] = {
+    "compose": ("trials", "n"), "random-stopping": ("trials", "n"),
+    "subsampled": ("fraction", "q"), "dp-hypo": ("hypo_c", "c"), "run": ("epochs", "e"),
+}
+
+
+def parse_strategy(item: str) -> tuple[str, str | None]:
+    """``"subsampled:0.3"`` -> ("subsampled", "0.3"); ``"run"`` -> ("run", None)."""
+    name, _, value = item.partition(":")
+    if name not in STRATEGIES:
+        raise SystemExit(f"error: unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
+    if value and name not in VARIANTS:
+        raise SystemExit(f"error: strategy {name!r} takes no :VALUE")
+    if value:
+        try:
+            float(value)
+        except ValueError:
+            raise SystemExit(f"error: {item!r}: the value after ':' must be a number") from None
+    return name, value or None
+
+
+def strategy_label(item: str) -> str:
+    """The cell label of a strategy item: ``compose:3`` -> ``compose-n3``."""
+    name, value = parse_strategy(item)
+    return name if value is None else f"{name}-{VARIANTS[name][1]}{value}"
 
 
 def _method_settings(items: list[str]) -> dict[str, list[str]]:
@@ -76,9 +112,12 @@ def _method_settings(items: list[str]) -> dict[str, list[str]]:
 def command_for(args: argparse.Namespace, *, method: str, epsilon: str, strategy: str,
                 seed: int, run_dir: Path, settings: list[str]) -> list[str]:
     """The command line of one cell."""
-    module, extra = STRATEGIES[strategy]
+    name, value = parse_strategy(strategy)
+    module, extra = STRATEGIES[name]
     fill = {"trials": str(args.trials), "fraction": str(args.tune_fraction),
             "hypo_c": str(args.hypo_c), "public": args.public_tuning or ""}
+    if value is not None and name != "run":
+        fill[VARIANTS[name][0]] = value
     command = [sys.executable, "-m", module, method, "--dataset", args.dataset,
                "--epsilon", epsilon, "--delta", str(args.delta), "--seed", str(seed)]
     command += [part.format(**fill) for part in extra]
@@ -92,6 +131,8 @@ def command_for(args: argparse.Namespace, *, method: str, epsilon: str, strategy
         command += ["--public", args.public]
     for setting in settings:
         command += ["--set", setting]
+    if name == "run" and value is not None:
+        command += ["--set", f"epochs={value}"]
     if args.use_gpu:
         command.append("--use-gpu")
     return command
@@ -185,10 +226,10 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = parser.parse_args()
 
-    unknown = sorted(set(args.strategies.split(",")) - set(STRATEGIES))
-    if unknown:
-        raise SystemExit(f"error: unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
-    if "public" in args.strategies.split(",") and not args.public_tuning:
+    strategies = args.strategies.split(",")
+    for item in strategies:
+        parse_strategy(item)
+    if "public" in strategies and not args.public_tuning:
         raise SystemExit("error: the 'public' strategy needs --public-tuning SPEC")
     settings = _method_settings(args.set)
     dataset_name = args.dataset.split(":")[0]
@@ -196,10 +237,11 @@ def main() -> int:
     failed = []
     for method in args.methods.split(","):
         for epsilon in args.epsilons.split(","):
-            for strategy in args.strategies.split(","):
+            for strategy in strategies:
+                label = strategy_label(strategy)
                 for seed in range(args.seeds):
-                    name = f"{method}-{dataset_name}-eps{epsilon}-{strategy}-s{seed}"
-                    cells.append((name, method, epsilon, strategy, seed))
+                    name = f"{method}-{dataset_name}-eps{epsilon}-{label}-s{seed}"
+                    cells.append((name, method, epsilon, label, seed))
                     run_dir = args.out / name
                     command = command_for(args, method=method, epsilon=epsilon,
                                           strategy=strategy, seed=seed, run_dir=run_dir,

@@ -80,7 +80,6 @@ from raydp_synth.privacy.accounting import (
 )
 from raydp_synth.privacy.adaptive_tuning import (
     adaptive_random_stopping_epsilon,
-    require_checked_bound,
     validate_density_ratio,
 )
 from raydp_synth.privacy.events import event_from_json, event_to_json
@@ -206,7 +205,6 @@ class StudySettings:
                 raise ConfigError(f"the study's reference plan is not a DpEvent: {exc}") from exc
             object.__setattr__(self, "reference_event", canonical)
         object.__setattr__(self, "density_ratio", validate_density_ratio(self.density_ratio))
-        require_checked_bound(self.density_ratio)
         if self.density_ratio != 1 and self.mode != "random-stopping":
             raise ConfigError("a density-ratio bound c > 1 (dp-hypo) is priced under random stopping only")
         if self.mode == "subsampled":
@@ -609,7 +607,7 @@ class StudyBudget:
             "reference_event": s.reference_event,
             "theorem": "Papernot & Steinke, ICLR 2022 (RepeatAndSelectDpEvent)"
             if s.density_ratio == 1 else
-            f"Wang, Gao, Zhang, Su & Shen, NeurIPS 2023 (DP-HyPO), proposals within "
+            f"Wang, Gao, Zhang, Su & Shen, NeurIPS 2023 (DP-HyPO, Theorem 1), proposals within "
             f"[1/{s.density_ratio:g}, {s.density_ratio:g}] x prior, over Papernot & Steinke's "
             "RepeatAndSelectDpEvent (raydp_synth.privacy.adaptive_tuning)",
             **({"density_ratio": s.density_ratio} if s.density_ratio != 1 else {}),

@@ -7,35 +7,44 @@ whose j-th configuration is drawn from a distribution pi_j chosen from the earli
 trials' outputs, provided every pi_j stays within fixed multiples of one
 data-independent prior pi_0: ``c_low <= pi_j(x) / pi_0(x) <= c_high`` everywhere.
 
-The statement priced here (order lambda > 1; lambda-hat ranges over the grid; the
-stopping time K ~ TNB(eta, gamma) with mean E[K]; every configuration's mechanism is
-(lambda, eps(lambda))-RDP at every grid order, which E_ref guarantees by dominance)::
+The statement priced here is the paper's Theorem 1 (orders lambda > 1 and
+lambda-hat >= 1 of the grid; the stopping time K ~ TNB(eta, gamma) with mean E[K];
+every configuration's mechanism is (lambda, eps(lambda))-RDP at every grid order,
+which E_ref guarantees by dominance; ``c_low <= 1 <= c_high``)::
 
     eps'(lambda) = eps(lambda) + ln E[K] / (lambda - 1)
                    + (1 + eta) * min_lambda-hat [ (1 - 1/lambda-hat) eps(lambda-hat)
-                                                  + (ln(1/gamma) + ln(c_high/c_low)) / lambda-hat ]
-                   + lambda / (lambda - 1) * ln(c_high/c_low)
+                                                  + ln(1/gamma) / lambda-hat ]
+                   + (lambda / (lambda - 1) + 1 + eta) * ln(c_high / c_low)
+
+The first three terms are Papernot & Steinke's Theorem 2, which dp-accounting's
+``RepeatAndSelectDpEvent`` computes (minimised over the grid, then the lower-order
+envelope); the last is DP-HyPO's price for adapting. It enters twice: the adaptive
+search's output density is within ``c_high/c_low`` of a non-adaptive one's, which
+costs ``lambda/(lambda - 1) ln(c_high/c_low)`` at order lambda (the paper's Lemma
+A.4), and the same lemma at order lambda-hat inside the Hoelder step costs
+``(1 + eta) ln(c_high/c_low)``, not divided by lambda-hat. Adding the last term to
+dp-accounting's envelope is valid: the envelope takes Theorem 2's value at some order
+lambda* >= lambda, where the bound holds with ``lambda*/(lambda* - 1) <= lambda/(lambda
+- 1)``.
 
 With ``c_high = c`` and ``c_low = 1/c`` (the sampler's box, :mod:`raydp_synth.tune.
-search_space.dp_hypo`), ``ln(c_high/c_low) = 2 ln c``. At c = 1 the two extra terms
-vanish and this is Papernot & Steinke's Theorem 2, which dp-accounting's
-``RepeatAndSelectDpEvent`` computes; :func:`adaptive_random_stopping_epsilon` then
-returns exactly :func:`~raydp_synth.privacy.accounting.random_stopping_epsilon`.
+search_space.dp_hypo`), ``ln(c_high/c_low) = 2 ln c``. At c = 1 the extra term
+vanishes and this is Papernot & Steinke's Theorem 2; :func:`adaptive_random_stopping_
+epsilon` then returns exactly :func:`~raydp_synth.privacy.accounting.random_stopping_
+epsilon`. The paper states the theorem for a uniform prior pi_0 over the
+configurations (Lambda finite, as here: pi_0 is uniform over the sampler's
+candidates) and for the truncated negative binomial family only.
 
-Provenance, stated plainly: the DP-HyPO paper's theorem text could not be read when
-this module was written (only summaries of the paper were reachable). The two terms
-in ``ln(c_high/c_low)`` are a reconstruction that is conservative against the
-argument's two places where the density ratio enters: (i) the output density of the
-adaptive search at any outcome is at most ``c_high`` times, and at least ``c_low``
-times, the non-adaptive one's factors, which costs at most
-``(lambda ln c_high - (lambda - 1) ln c_low) / (lambda - 1) <= lambda/(lambda-1) *
-ln(c_high/c_low)`` at order lambda; (ii) the probability that an adaptive trial scores
-below a threshold is scaled by at most ``c_high/c_low`` relative to the prior's, which
-enters Theorem 2's Hoelder step as ``ln(1/gamma)`` does (gamma -> gamma c_low/c_high).
-The constant must be checked against Theorem 1 of the paper before a study priced
-with c > 1 is released (docs/budget-pricing.md, section 6.2b).
+Provenance: the formula was checked against the theorem's text (Theorem 1 and the
+last line of its proof in Appendix A, which agree) as transcribed from the paper's
+arXiv version; the paper gives no worked epsilon values, so the golden test computes
+the theorem by hand on a Gaussian base (``tests/privacy/test_adaptive_tuning.py``).
+An earlier reconstruction, written before the text could be read, divided the
+Hoelder-step term by lambda-hat and under-priced c > 1; it was never allowed to
+price a study (c > 1 was refused until this check).
 
-Only these extra terms are typed here; the base RDP curve, the gamma of the stopping
+Only the last term is typed here; the base RDP curve, the gamma of the stopping
 law, Papernot & Steinke's curve and the conversion to (epsilon, delta) are
 dp-accounting's. The Poisson stopping law is refused: DP-HyPO's bound is stated for
 the truncated negative binomial family (geometric, logarithmic, tnb:ETA).
@@ -59,33 +68,10 @@ from raydp_synth.privacy.accounting import (
 )
 
 __all__ = [
-    "BOUND_CHECKED",
     "adaptive_random_stopping_epsilon",
     "adaptive_random_stopping_rdp",
-    "require_checked_bound",
     "validate_density_ratio",
 ]
-
-#: Whether the c > 1 terms above have been checked against Wang et al. (2023),
-#: "DP-HyPO", Theorem 1. Until they are, nothing is priced (and so nothing released)
-#: with c > 1: :func:`require_checked_bound` refuses it at the CLI's edge and in the
-#: accountant. The formula stays here, tested for its own properties, for that check.
-BOUND_CHECKED = False
-
-
-def require_checked_bound(c: float) -> None:
-    """Refuse a density-ratio bound c > 1 while its pricing is unchecked (:data:`BOUND_CHECKED`).
-
-    Raises:
-        ConfigError: one line, naming the ways out.
-    """
-    if c > 1 and not BOUND_CHECKED:
-        raise ConfigError(
-            f"--hypo-c {c:g} cannot be priced yet: the DP-HyPO bound for c > 1 (Wang et al. "
-            "2023, Theorem 1) is not yet checked against the paper; use --hypo-c 1 (random "
-            "stopping over the sampler's prior), or --selection compose (prices any sampler)"
-        )
-
 
 def validate_density_ratio(c: float) -> float:
     """``c`` as a float, or ConfigError unless it is a finite number >= 1."""
@@ -126,16 +112,10 @@ def adaptive_random_stopping_rdp(
     if c == 1:
         return base
     eta = _check_shape_for_hypo(shape)
-    eps_hat = rdp_curve(reference_event, list(grid))
-    gamma = rdp_module._gamma_truncated_negative_binomial(eta, float(mean))
     log_ratio = 2.0 * math.log(c)  # ln(c_high / c_low) with the box [1/c, c]
     with np.errstate(invalid="ignore", divide="ignore"):
-        holder = (1 - 1 / grid) * eps_hat - math.log(gamma) / grid  # Papernot-Steinke's
-        extra_holder = (1 + eta) * (
-            np.min(holder + log_ratio / grid) - np.min(holder)
-        )
-        extra_density = np.where(grid > 1, grid / (grid - 1) * log_ratio, np.inf)
-    raw = base + extra_holder + extra_density
+        adapting = np.where(grid > 1, (grid / (grid - 1) + 1 + eta) * log_ratio, np.inf)
+    raw = base + adapting
     # RDP is nondecreasing in the order: a bound at a higher order holds at a lower one.
     order_index = np.argsort(grid)
     sorted_raw = raw[order_index]

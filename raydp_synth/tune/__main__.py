@@ -63,8 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "with a tnb/geometric/logarithmic --distribution only, DP-HyPO pricing)")
     parser.add_argument("--hypo-c", type=float, default=1.0, metavar="C",
                         help="dp-hypo: every proposal's density stays within [1/C, C] times the "
-                        "prior's (default 1; C > 1 is refused until its bound is checked against "
-                        "the DP-HyPO paper, docs/budget-pricing.md section 6.2b)")
+                        "prior's (default 1: random search over the prior; C > 1 adapts and costs "
+                        "(lambda/(lambda-1) + 1 + eta) * 2 ln C more RDP, DP-HyPO's Theorem 1, "
+                        "docs/budget-pricing.md section 6.2b)")
     parser.add_argument("--search-space", type=Path, default=None,
                         help="YAML search space (default: the method's own, see "
                         "search_spaces/README.md)")

@@ -171,10 +171,6 @@ class StudyRequest:
                               "add --selection random-stopping (and --distribution geometric)")
         if not (isinstance(self.hypo_c, (int, float)) and math.isfinite(self.hypo_c) and self.hypo_c >= 1):
             raise ConfigError(f"--hypo-c {self.hypo_c!r} must be a finite number >= 1 (e.g. 2)")
-        if self.sampler == "dp-hypo":
-            from raydp_synth.privacy.adaptive_tuning import require_checked_bound
-
-            require_checked_bound(float(self.hypo_c))
         if self.sampler == "dp-hypo" and math.isinf(parse_distribution(self.distribution)):
             raise ConfigError("--sampler dp-hypo: DP-HyPO's bound needs a truncated negative "
                               "binomial trial count: --distribution geometric, logarithmic or tnb:ETA")

@@ -15,14 +15,6 @@ from raydp_synth.privacy.events import event_from_json, event_to_json, subsample
 DELTA = 1e-5
 
 
-@pytest.fixture(autouse=True)
-def _bound_checked(monkeypatch):
-    """These tests pin the accountant's mechanics for c > 1 (pricing, header, resume);
-    until the bound is checked against the paper, c > 1 is refused
-    (test_c_above_one_is_refused_while_the_bound_is_unchecked)."""
-    import raydp_synth.privacy.adaptive_tuning as adaptive_tuning
-
-    monkeypatch.setattr(adaptive_tuning, "BOUND_CHECKED", True)
 REFERENCE = event_to_json(subsampled_gaussian_event(noise_multiplier=2.0, sample_rate=0.01,
                                                     num_steps=200))
 
@@ -79,12 +71,3 @@ def test_header_statement_and_resume_with_another_c(tmp_path):
     plain = new_study_header(_settings(1.0), name="p")
     assert plain["density_ratio"] is None
     assert "Papernot" in StudyBudget(_settings(1.0), plain).statement()["theorem"]
-
-
-def test_c_above_one_is_refused_while_the_bound_is_unchecked(monkeypatch):
-    import raydp_synth.privacy.adaptive_tuning as adaptive_tuning
-
-    monkeypatch.setattr(adaptive_tuning, "BOUND_CHECKED", False)
-    with pytest.raises(ConfigError, match="not yet checked against the paper"):
-        _settings(2.0)
-    _settings(1.0)  # plain random stopping is unaffected

@@ -47,26 +47,53 @@ def test_curve_dominates_papernot_steinke_at_every_order():
     assert np.all(hypo >= ps)
 
 
-def test_golden_value_by_hand():
-    """Geometric stopping (eta = 1), E[K] = 8, c = 2, base Gaussian(sigma = 8).
+def _theorem_1_by_hand(c: float, *, shape: float = 1.0, mean: float = 8.0) -> float:
+    """Wang et al. (2023), "DP-HyPO", Theorem 1, typed from its statement on a
+    Gaussian base of sigma 8 (eps(l) = l / 128 at every order), order by order:
 
-    eps(l) = l / 128; gamma = 1/8 (geometric); ln(c_high/c_low) = 2 ln 2.
-    eps'(l) = l/128 + ln 8/(l-1) + 2 min_h[(1-1/h) h/128 + (ln 8 + 2 ln 2)/h]
-              + l/(l-1) * 2 ln 2, then the lower-order monotone envelope, then
-    dp-accounting's RDP -> (eps, delta) conversion. Computed order by order below.
-    """
+    eps'(l) = eps(l) + (1 + eta)(1 - 1/h) eps(h) + (l/(l-1) + 1 + eta) ln(C/c_low)
+              + (1 + eta) ln(1/gamma) / h + ln E[K] / (l - 1),
+
+    minimised over h, with C = c and c_low = 1/c; then the lower-order envelope
+    (RDP grows with the order) and dp-accounting's RDP -> (eps, delta) conversion.
+    Independent of the code under test but for gamma and that conversion."""
     grid = np.asarray(ORDERS)
-    gamma = rdp_module._gamma_truncated_negative_binomial(1.0, 8.0)
-    assert gamma == pytest.approx(1 / 8)
-    holder = min((1 - 1 / h) * h / 128 + (math.log(1 / gamma) + 2 * math.log(2)) / h
+    gamma = rdp_module._gamma_truncated_negative_binomial(shape, mean)
+    ratio = math.log(c / (1 / c))
+    holder = min((1 + shape) * (1 - 1 / h) * h / 128 + (1 + shape) * math.log(1 / gamma) / h
                  for h in grid)
-    raw = [o / 128 + math.log(8) / (o - 1) + 2 * holder + o / (o - 1) * 2 * math.log(2)
+    raw = [o / 128 + holder + (o / (o - 1) + 1 + shape) * ratio + math.log(mean) / (o - 1)
            if o > 1 else math.inf for o in grid]
     bound = [min(raw[j] for j in range(len(grid)) if grid[j] >= grid[i]) for i in range(len(grid))]
-    expected, _ = rdp_module.compute_epsilon(list(grid), bound, 1e-5)
+    return float(rdp_module.compute_epsilon(list(grid), bound, 1e-5)[0])
+
+
+def test_golden_value_by_hand():
+    """Geometric stopping (eta = 1, gamma = 1/8), E[K] = 8, c = 2: the code prices
+    DP-HyPO's Theorem 1 as typed by hand above."""
+    gamma = rdp_module._gamma_truncated_negative_binomial(1.0, 8.0)
+    assert gamma == pytest.approx(1 / 8)
     got = adaptive_random_stopping_epsilon(BASE, mean=8, shape=1.0, delta=1e-5, density_ratio=2)
-    assert got == pytest.approx(expected, rel=1e-9)
-    assert got == pytest.approx(2.605, abs=5e-4)  # pinned: the number the tests above produce
+    assert got == pytest.approx(_theorem_1_by_hand(2.0), rel=1e-9)
+    assert got == pytest.approx(5.230, abs=5e-4)  # pinned: docs/budget-pricing.md 6.2b
+
+
+@pytest.mark.parametrize(("shape", "mean", "c"), [(1.0, 8.0, 1.5), (0.0, 8.0, 2.0),
+                                                   (0.5, 4.0, 1.25), (2.0, 16.0, 4.0)])
+def test_theorem_1_by_hand_across_laws_and_c(shape, mean, c):
+    got = adaptive_random_stopping_epsilon(BASE, mean=mean, shape=shape, delta=1e-5,
+                                           density_ratio=c)
+    assert got == pytest.approx(_theorem_1_by_hand(c, shape=shape, mean=mean), rel=1e-9)
+
+
+def test_the_adapting_term_is_not_divided_by_lambda_hat():
+    """The (1 + eta) ln(C/c) of the Hoelder step is paid in full: at every order the
+    curve exceeds Papernot-Steinke's by at least (1 + eta) ln(C/c) (an earlier
+    reconstruction divided it by lambda-hat and under-priced c > 1)."""
+    c, eta = 2.0, 1.0
+    ps = adaptive_random_stopping_rdp(BASE, mean=8, shape=eta, density_ratio=1)
+    hypo = adaptive_random_stopping_rdp(BASE, mean=8, shape=eta, density_ratio=c)
+    assert np.all(hypo - ps >= (1 + eta) * 2 * math.log(c) - 1e-12)
 
 
 def test_poisson_and_bad_c_are_refused():

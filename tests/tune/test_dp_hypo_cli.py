@@ -18,7 +18,6 @@ RS = ["--selection", "random-stopping", "--distribution", "geometric", "--sample
     (["dpaf", *RS, "--hypo-c", "0.5"], "--hypo-c 0.5 must be"),
     (["dpaf", *RS, "--hypo-c", "inf"], "--hypo-c inf must be"),
     (["dpaf", "--selection", "random-stopping", "--sampler", "dp-hypo"], "truncated negative"),
-    (["dpaf", *RS, "--hypo-c", "2"], "not yet checked against the paper"),
 ])
 def test_bad_dp_hypo_input_is_one_clear_line(argv, needle, capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_info:
@@ -29,10 +28,7 @@ def test_bad_dp_hypo_input_is_one_clear_line(argv, needle, capsys, tmp_path) -> 
     assert not any(tmp_path.iterdir())
 
 
-def test_dp_hypo_request_is_accepted_under_random_stopping(monkeypatch) -> None:
-    import raydp_synth.privacy.adaptive_tuning as adaptive_tuning
-
-    monkeypatch.setattr(adaptive_tuning, "BOUND_CHECKED", True)  # the wiring, for c > 1
+def test_dp_hypo_request_is_accepted_under_random_stopping() -> None:
     args = build_parser().parse_args(["dpaf", *RS, "--hypo-c", "3"])
     assert args.sampler == "dp-hypo" and args.hypo_c == 3.0
     request = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",

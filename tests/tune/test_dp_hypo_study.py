@@ -19,21 +19,23 @@ TINY = Path(__file__).with_name("tiny_dpaf.yaml")
 @pytest.mark.ray
 @pytest.mark.slow
 def test_dp_hypo_study_is_priced_by_dp_hypo(ray_local, tmp_path) -> None:
-    """Geometric with mean 1 draws K = 1 surely: one trial, from the candidates. c = 1:
-    c > 1 is refused until its bound is checked (the accountant's c > 1 mechanics are
-    pinned in tests/accountant/test_core_dp_hypo.py)."""
+    """Geometric with mean 1 draws K = 1 surely: one trial, from the candidates, with
+    c = 2: the reference plan, the ledger header and the release's statement carry
+    DP-HyPO's price (Theorem 1), not plain random stopping's."""
     run_study(StudyRequest(
         method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",
-        distribution="geometric", sampler="dp-hypo", hypo_c=1.0, search_space=TINY,
+        distribution="geometric", sampler="dp-hypo", hypo_c=2.0, search_space=TINY,
         storage=tmp_path, name="e2e-hypo", evaluate=False,
     ))
     study = tmp_path / "e2e-hypo"
     entries = Ledger(study / "ledger.jsonl").entries()
     header, grants = entries[0], [e for e in entries if e["kind"] == "grant"]
-    assert header.get("density_ratio") is None and header["trial_count"] == 1 and len(grants) == 1
+    assert header["density_ratio"] == 2.0 and header["trial_count"] == 1 and len(grants) == 1
     reference = event_from_json(header["reference_event"])
     assert dominates(reference, event_from_json(grants[0]["event"]))
     statement = json.loads((study / "release" / "privacy.json").read_text())
     expected = adaptive_random_stopping_epsilon(reference, mean=1.0, shape=1.0, delta=1e-5,
-                                                density_ratio=1.0)
+                                                density_ratio=2.0)
     assert statement["epsilon"] == pytest.approx(expected, rel=1e-9) and expected <= 5.0
+    pricing = statement["pricing"]
+    assert "DP-HyPO" in pricing["theorem"] and pricing["density_ratio"] == 2.0
