@@ -162,7 +162,8 @@ def _released_cas(directory: Path) -> float | None:
 def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str:
     """The per-(method, epsilon, strategy) table over seeds, and the goal's check."""
     groups: dict[tuple[str, str, str], list[tuple[float, float | None]]] = defaultdict(list)
-    for name, method, epsilon, strategy, _seed in cells:
+    by_seed: dict[tuple[str, str, str], dict[int, float]] = defaultdict(dict)
+    for name, method, epsilon, strategy, seed in cells:
         directory = results / name
         cas = _released_cas(directory)
         if cas is None:
@@ -171,6 +172,17 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
         if (directory / "bench_wall.json").is_file():
             wall = json.loads((directory / "bench_wall.json").read_text()).get("seconds")
         groups[(method, epsilon, strategy)].append((cas, wall))
+        by_seed[(method, epsilon, strategy)][seed] = cas
+
+    def paired(key: tuple[str, str, str]) -> str:
+        """Mean and spread over shared seeds of (strategy - run): a seed fixes the
+        splits and the secret seed of both, so their seed effects cancel."""
+        run = by_seed.get((key[0], key[1], "run"), {})
+        diffs = [cas - run[seed] for seed, cas in by_seed[key].items() if seed in run]
+        if key[2] == "run" or not diffs:
+            return "-"
+        spread = f" ± {statistics.stdev(diffs):.3f}" if len(diffs) > 1 else ""
+        return f"{statistics.fmean(diffs):+.3f}{spread}"
 
     def stats(key: tuple[str, str, str]) -> tuple[float, float, int] | None:
         values = [c for c, _ in groups.get(key, [])]
@@ -180,8 +192,8 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
         return statistics.fmean(values), spread, len(values)
 
     lines = ["| method | epsilon | strategy | seeds | mean CAS | std | wall s (mean) | "
-             "beats the run |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "beats the run | paired diff vs run |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for key in sorted(groups):
         method, epsilon, strategy = key
         mean, spread, count = stats(key)  # type: ignore[misc]
@@ -193,9 +205,10 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
             verdict = "yes" if mean - run[0] > margin and count > 1 and run[2] > 1 else "no"
         lines.append(f"| {method} | {epsilon} | {strategy} | {count} | {mean:.3f} | "
                      f"{'-' if math.isnan(spread) else f'{spread:.3f}'} | "
-                     f"{statistics.fmean(walls):.0f} | {verdict} |" if walls else
+                     f"{statistics.fmean(walls):.0f} | {verdict} | {paired(key)} |" if walls else
                      f"| {method} | {epsilon} | {strategy} | {count} | {mean:.3f} | "
-                     f"{'-' if math.isnan(spread) else f'{spread:.3f}'} | - | {verdict} |")
+                     f"{'-' if math.isnan(spread) else f'{spread:.3f}'} | - | {verdict} | "
+                     f"{paired(key)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -28,13 +28,14 @@ dp-accounting's envelope is valid: the envelope takes Theorem 2's value at some 
 lambda* >= lambda, where the bound holds with ``lambda*/(lambda* - 1) <= lambda/(lambda
 - 1)``.
 
-With ``c_high = c`` and ``c_low = 1/c`` (the sampler's box, :mod:`raydp_synth.tune.
-search_space.dp_hypo`), ``ln(c_high/c_low) = 2 ln c``. At c = 1 the extra term
-vanishes and this is Papernot & Steinke's Theorem 2; :func:`adaptive_random_stopping_
-epsilon` then returns exactly :func:`~raydp_synth.privacy.accounting.random_stopping_
-epsilon`. The paper states the theorem for a uniform prior pi_0 over the
-configurations (Lambda finite, as here: pi_0 is uniform over the sampler's
-candidates) and for the truncated negative binomial family only.
+With ``c_high = c`` and ``c_low = 1/c`` (the sampler's box,
+:mod:`raydp_synth.tune.search_space.dp_hypo`), ``ln(c_high/c_low) = 2 ln c``. At
+c = 1 the extra term vanishes and this is Papernot & Steinke's Theorem 2:
+:func:`adaptive_random_stopping_epsilon` then returns exactly
+:func:`~raydp_synth.privacy.accounting.random_stopping_epsilon`. The paper states
+the theorem for a uniform prior pi_0 over the configurations (Lambda finite, as
+here: pi_0 is uniform over the sampler's candidates) and for the truncated negative
+binomial family only.
 
 Provenance: the formula was checked against the theorem's text (Theorem 1 and the
 last line of its proof in Appendix A, which agree) as transcribed from the paper's

@@ -1,0 +1,92 @@
+"""bench/search_strategies.py: its strategy variants and command lines, and that
+docs/benchmarks.md's generated strategy tables are the summaries of the stored runs
+(bench/results/strategies*/)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location(
+        "search_strategies", ROOT / "bench" / "search_strategies.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("search_strategies", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _bench()
+
+
+def _args(**overrides) -> argparse.Namespace:
+    base = dict(trials=8, tune_fraction=0.1, hypo_c=2.0, public_tuning="parquet:P",
+                dataset="digits", delta=1e-5, data_dir=None, public=None, use_gpu=False)
+    return argparse.Namespace(**{**base, **overrides})
+
+
+@pytest.mark.parametrize(("item", "label", "needle"), [
+    ("run", "run", None),
+    ("run:30", "run-e30", ["--set", "epochs=30"]),
+    ("compose:3", "compose-n3", ["--trials", "3"]),
+    ("random-stopping:4", "random-stopping-n4", ["--trials", "4"]),
+    ("subsampled:0.3", "subsampled-q0.3", ["--tune-fraction", "0.3"]),
+    ("dp-hypo:1.25", "dp-hypo-c1.25", ["--hypo-c", "1.25"]),
+    ("public", "public", ["--tune-on-public", "parquet:P"]),
+])
+def test_a_variant_sets_its_own_option_and_label(item, label, needle, tmp_path) -> None:
+    assert bench.strategy_label(item) == label
+    command = bench.command_for(_args(), method="dpaf", epsilon="10", strategy=item, seed=0,
+                                run_dir=tmp_path / "cell", settings=[])
+    if needle is not None:
+        joined = " ".join(command)
+        assert " ".join(needle) in joined
+    if item.startswith("dp-hypo"):
+        assert "--distribution geometric" in " ".join(command)  # DP-HyPO needs a TNB law
+
+
+@pytest.mark.parametrize("item", ["nope", "public:3", "compose:x"])
+def test_bad_strategies_are_refused(item) -> None:
+    with pytest.raises(SystemExit):
+        bench.parse_strategy(item)
+
+
+_ROW = re.compile(r"^\| (?P<method>[\w-]+) \| (?P<epsilon>[\d.]+) \| (?P<strategy>[\w.-]+) \| "
+                  r"(?P<seeds>\d+) \|")
+
+
+def _blocks(doc: str) -> dict[str, str]:
+    return dict(re.findall(r"<!-- report:begin (strategies-[\w-]+) -->\n(.*?)<!-- report:end \1 -->",
+                           doc, flags=re.S))
+
+
+def test_the_docs_strategy_tables_are_the_summaries_of_the_stored_runs() -> None:
+    """Each generated block names its dataset (strategies-METHOD-DATASET-epsE or
+    strategies-DATASET-...); its rows give the cells; summarise() over the stored
+    result files must give the block back (regenerate with the command in section
+    4.3 and --update docs/benchmarks.md --block NAME)."""
+    doc = (ROOT / "docs" / "benchmarks.md").read_text()
+    blocks = _blocks(doc)
+    assert blocks, "docs/benchmarks.md has no generated strategy table"
+    for name, table in blocks.items():
+        dataset = "mnist" if "mnist" in name else "digits"
+        results = ROOT / "bench" / "results" / ("strategies-mnist" if dataset == "mnist"
+                                                else "strategies-recentred")
+        cells = []
+        for line in table.splitlines():
+            row = _ROW.match(line)
+            if row is None:
+                continue
+            label = f"{row['method']}-{dataset}-eps{row['epsilon']}-{row['strategy']}"
+            cells += [(f"{label}-s{seed}", row["method"], row["epsilon"], row["strategy"], seed)
+                      for seed in range(int(row["seeds"]))]
+        assert cells, name
+        assert bench.summarise(results, cells) == table, name
