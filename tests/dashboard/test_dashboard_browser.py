@@ -304,9 +304,12 @@ def test_prometheus_answers_every_panel_of_the_budget_dashboard(study: Study,
             assert response.status == 200
             assert json.load(response)["msg"] == "prometheus running"
     finally:
-        monitor.send_signal(signal.SIGINT)
+        # SIGTERM, which serve() handles itself: a test run in the background of a
+        # non-interactive shell inherits SIGINT ignored, so Ctrl-C's signal would not
+        # reach it. Stopping Prometheus may take up to 2 x 15 s (terminate, then kill).
+        monitor.send_signal(signal.SIGTERM)
         try:
-            code = monitor.wait(timeout=30)
+            code = monitor.wait(timeout=45)
         except subprocess.TimeoutExpired:
             monitor.kill()
             raise
