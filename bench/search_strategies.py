@@ -176,7 +176,9 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
 
     def paired(key: tuple[str, str, str]) -> str:
         """Mean and spread over shared seeds of (strategy - run): a seed fixes the
-        splits and the secret seed of both, so their seed effects cancel."""
+        data splits and the public draws (initial weights, latent draws) of both, so
+        those effects cancel; the DP randomness (sampling, noise) is each run's own
+        secret draw from OS entropy and does not."""
         run = by_seed.get((key[0], key[1], "run"), {})
         diffs = [cas - run[seed] for seed, cas in by_seed[key].items() if seed in run]
         if key[2] == "run" or not diffs:
