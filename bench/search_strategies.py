@@ -25,10 +25,14 @@ Strategies (each at the same total ``--epsilon``, the whole search counted):
   (Wang et al. 2023).
 * ``public``: ``tune --tune-on-public SPEC``: the search on declared-public data at
   no cost, then one private run (``bench/public_subset.py`` writes such a file).
+* ``random-stopping-anchored``, ``subsampled-anchored``: the same with
+  ``--default-share P`` (``--default-share``, default 0.5): each trial is the
+  method's default configuration with probability P, else a random draw.
 
 A strategy may carry its own setting, ``NAME:VALUE``, to compare variants in one
 table: the number of trials of ``compose:3`` / ``random-stopping:3`` (E[K]), the
 tuning fraction of ``subsampled:0.3``, the density-ratio bound of ``dp-hypo:2``, the
+default share of ``subsampled-anchored:0.25`` (label ``subsampled-anchored-p0.25``), the
 epochs of ``run:30`` (``--set epochs=30``: the default run at the search space's
 epochs). Its cells are labelled ``compose-n3``, ``subsampled-q0.3``, ``dp-hypo-c2``,
 ``run-e30``.
@@ -67,6 +71,12 @@ STRATEGIES: dict[str, tuple[str, list[str]]] = {
                                      "geometric", "--sampler", "dp-hypo",
                                      "--hypo-c", "{hypo_c}", "--trials", "{trials}"]),
     "public": ("raydp_synth.tune", ["--tune-on-public", "{public}", "--trials", "{trials}"]),
+    "random-stopping-anchored": ("raydp_synth.tune", [
+        "--selection", "random-stopping", "--sampler", "random", "--trials", "{trials}",
+        "--default-share", "{default_share}"]),
+    "subsampled-anchored": ("raydp_synth.tune", [
+        "--selection", "subsampled", "--tune-fraction", "{fraction}", "--trials", "{trials}",
+        "--default-share", "{default_share}"]),
 }
 
 
@@ -74,6 +84,8 @@ STRATEGIES: dict[str, tuple[str, list[str]]] = {
 VARIANTS: dict[str, tuple[str, str]] = {
     "compose": ("trials", "n"), "random-stopping": ("trials", "n"),
     "subsampled": ("fraction", "q"), "dp-hypo": ("hypo_c", "c"), "run": ("epochs", "e"),
+    "random-stopping-anchored": ("default_share", "p"),
+    "subsampled-anchored": ("default_share", "p"),
 }
 
 
@@ -115,7 +127,8 @@ def command_for(args: argparse.Namespace, *, method: str, epsilon: str, strategy
     name, value = parse_strategy(strategy)
     module, extra = STRATEGIES[name]
     fill = {"trials": str(args.trials), "fraction": str(args.tune_fraction),
-            "hypo_c": str(args.hypo_c), "public": args.public_tuning or ""}
+            "hypo_c": str(args.hypo_c), "public": args.public_tuning or "",
+            "default_share": str(args.default_share)}
     if value is not None and name != "run":
         fill[VARIANTS[name][0]] = value
     command = [sys.executable, "-m", module, method, "--dataset", args.dataset,
@@ -228,6 +241,8 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--tune-fraction", type=float, default=0.1)
     parser.add_argument("--hypo-c", type=float, default=2.0)
+    parser.add_argument("--default-share", type=float, default=0.5,
+                        help="the *-anchored strategies' --default-share (default 0.5)")
     parser.add_argument("--public-tuning", default=None,
                         help="the public data the 'public' strategy searches on")
     parser.add_argument("--set", action="append", default=[], metavar="METHOD:KEY=VALUE",

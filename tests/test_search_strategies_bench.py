@@ -29,6 +29,7 @@ bench = _bench()
 
 def _args(**overrides) -> argparse.Namespace:
     base = dict(trials=8, tune_fraction=0.1, hypo_c=2.0, public_tuning="parquet:P",
+                default_share=0.5,
                 dataset="digits", delta=1e-5, data_dir=None, public=None, use_gpu=False)
     return argparse.Namespace(**{**base, **overrides})
 
@@ -41,6 +42,10 @@ def _args(**overrides) -> argparse.Namespace:
     ("subsampled:0.3", "subsampled-q0.3", ["--tune-fraction", "0.3"]),
     ("dp-hypo:1.25", "dp-hypo-c1.25", ["--hypo-c", "1.25"]),
     ("public", "public", ["--tune-on-public", "parquet:P"]),
+    ("subsampled-anchored", "subsampled-anchored",
+     ["--trials", "8", "--default-share", "0.5"]),
+    ("random-stopping-anchored:0.25", "random-stopping-anchored-p0.25",
+     ["--sampler", "random", "--trials", "8", "--default-share", "0.25"]),
 ])
 def test_a_variant_sets_its_own_option_and_label(item, label, needle, tmp_path) -> None:
     assert bench.strategy_label(item) == label

@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "prior's (default 1: random search over the prior; C > 1 adapts and costs "
                         "(lambda/(lambda-1) + 1 + eta) * 2 ln C more RDP, DP-HyPO's Theorem 1, "
                         "docs/budget-pricing.md section 6.2b)")
+    parser.add_argument("--default-share", type=float, default=0.0, metavar="P",
+                        help="random-stopping or subsampled with --sampler random: each trial "
+                        "is the method's default config with probability P, else a random "
+                        "draw of the space (one fixed prior: the pricing is unchanged; "
+                        "default 0)")
     parser.add_argument("--search-space", type=Path, default=None,
                         help="YAML search space (default: the method's own, see "
                         "search_spaces/README.md)")
@@ -134,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     request = StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
         selection=args.selection, distribution=args.distribution, sampler=sampler,
-        hypo_c=args.hypo_c,
+        hypo_c=args.hypo_c, default_share=args.default_share,
         search_space=args.search_space, settings=settings,
         max_concurrent=args.max_concurrent,
         workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu,

@@ -72,6 +72,10 @@ class StudyRequest:
             adaptive within a density ratio ``hypo_c`` of a fixed prior: random
             stopping only, priced by DP-HyPO's bound).
         hypo_c: dp-hypo's density-ratio bound c >= 1 (``--hypo-c``).
+        default_share: random stopping and subsampled with ``--sampler random``: the
+            probability that a trial is the method's default configuration
+            (``--default-share``), else a random draw of the space: one fixed prior
+            (:mod:`raydp_synth.tune.search_space.anchored`); 0: the space alone.
         search_space: YAML file (None: the method's packaged default,
             :meth:`~raydp_synth.methods.base.Method.search_space_file`).
         settings: method settings fixed in every trial (``--set KEY=VALUE``): each
@@ -117,6 +121,7 @@ class StudyRequest:
     distribution: str = "poisson"
     sampler: str = "tpe"
     hypo_c: float = 1.0
+    default_share: float = 0.0
     search_space: Path | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     max_concurrent: int = 1
@@ -174,6 +179,7 @@ class StudyRequest:
         if self.sampler == "dp-hypo" and math.isinf(parse_distribution(self.distribution)):
             raise ConfigError("--sampler dp-hypo: DP-HyPO's bound needs a truncated negative "
                               "binomial trial count: --distribution geometric, logarithmic or tnb:ETA")
+        self._check_default_share()
         if self.max_concurrent < 1 or self.workers_per_trial < 1:
             raise ConfigError("--max-concurrent and --workers-per-trial must be >= 1")
         if self.trial_loop not in TRIAL_LOOPS:
@@ -191,6 +197,22 @@ class StudyRequest:
                                  selection=self.selection, resume=self.resume)
         if self.name is not None and (not self.name or "/" in self.name or self.name.startswith(".")):
             raise ConfigError(f"--name {self.name!r} must be a plain folder name")
+
+    def _check_default_share(self) -> None:
+        """``--default-share``: a probability, for a non-adaptive random search only."""
+        from raydp_synth.tune.search_space.anchored import validate_default_share
+
+        validate_default_share(self.default_share)
+        if self.default_share == 0:
+            return
+        if self.selection == "compose" or self.tune_on_public is not None:
+            raise ConfigError("--default-share is random stopping's way to include the "
+                              "default config; a compose search already runs it first: "
+                              "drop --default-share, or add --selection random-stopping")
+        if self.sampler != "random":
+            raise ConfigError(f"--default-share mixes the default config into the random "
+                              f"sampler's prior; --sampler {self.sampler} has its own: use "
+                              "--sampler random")
 
     def _check_subsampled(self) -> None:
         """``--selection subsampled``'s own refusals (one line each, with the fix)."""
@@ -733,6 +755,17 @@ def first_points(request: StudyRequest, space: SearchSpace,
     return [point] if point else None
 
 
+def default_prior_point(request: StudyRequest, space: SearchSpace,
+                        default: Any) -> dict[str, Any] | None:
+    """``--default-share``'s atom: the default config's values that the space holds
+    (public: the method's config and the space), or None without ``--default-share``."""
+    from raydp_synth.config import config_to_dict
+
+    if request.default_share == 0:
+        return None
+    return space.default_point(config_to_dict(default))
+
+
 def optuna_search(request: StudyRequest, space: SearchSpace, default: Any, *,
                   storage: Any = None, study_name: str | None = None) -> Any:
     """The study's Optuna searcher (Ray Tune's ``OptunaSearch``), before the budget
@@ -787,6 +820,8 @@ def optuna_search(request: StudyRequest, space: SearchSpace, default: Any, *,
         density_ratio=request.hypo_c,
         distributions=space_distributions(space.define_by_run)
         if request.sampler == "dp-hypo" else None,
+        default_point=default_prior_point(request, space, default),
+        default_share=request.default_share,
     )
     return OptunaSearch(space=space.define_by_run, metric="score", mode="max",
                         sampler=sampler, points_to_evaluate=first_points(request, space, default),

@@ -40,6 +40,7 @@ def test_subsampled_study_tunes_on_the_subset_then_releases_the_final_run(
         method="dpaf", epsilon=6.0, delta=1e-5, trials=1, selection="subsampled",
         distribution="geometric", sampler="random", search_space=TINY, storage=tmp_path,
         name="e2e-sub", evaluate=False, tune_fraction=q, tune_share=0.3, synthetic_samples=20,
+        default_share=0.5,  # the anchored prior's sampler, through Tune (pickled, restored)
     ))
     study = tmp_path / "e2e-sub"
     entries = Ledger(study / "ledger.jsonl").entries()
@@ -65,6 +66,7 @@ def test_subsampled_study_tunes_on_the_subset_then_releases_the_final_run(
     # The tuning trial planned and scored on the subset's public sizes; the final run
     # on all the data, with the trial's batch size extrapolated.
     info = json.loads((study / "study.json").read_text())
+    assert info["request"]["default_share"] == 0.5
     n = info["data_info"]["num_records"]
     [trial_json] = list((study / "subsampled-search").glob("*/checkpoint_*/trial.json"))
     trial = json.loads(trial_json.read_text())

@@ -21,6 +21,8 @@ def make_sampler(
     n_startup_trials: int | None = None,
     density_ratio: float = 2.0,
     distributions: Mapping[str, Any] | None = None,
+    default_point: Mapping[str, Any] | None = None,
+    default_share: float = 0.0,
 ) -> optuna.samplers.BaseSampler:
     """The Optuna sampler of a study: ``"tpe"`` (adaptive), ``"random"`` or
     ``"dp-hypo"`` (adaptive within a factor ``density_ratio`` of a fixed prior:
@@ -38,10 +40,15 @@ def make_sampler(
         density_ratio: dp-hypo only: c >= 1 (``--hypo-c``).
         distributions: dp-hypo only: the space's Optuna distributions by name
             (:func:`~raydp_synth.tune.search_space.dp_hypo.space_distributions`).
+        default_point, default_share: random only: each trial is ``default_point``
+            with probability ``default_share`` (``--default-share``,
+            :mod:`raydp_synth.tune.search_space.anchored`); 0: the RandomSampler.
 
     Raises:
-        ConfigError: unknown kind.
+        ConfigError: unknown kind; a default share with another kind.
     """
+    if default_share and kind != "random":
+        raise ConfigError(f"a default share needs the random sampler, not {kind!r}")
     # Optuna hands the seed to NumPy's RandomState, which also takes a list of words;
     # its annotation says int only.
     seed = cast(int, seed)
@@ -50,6 +57,10 @@ def make_sampler(
             return optuna.samplers.TPESampler(seed=seed)
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup_trials)
     if kind == "random":
+        if default_share > 0:
+            from raydp_synth.tune.search_space.anchored import DefaultAnchoredSampler
+
+            return DefaultAnchoredSampler(default_point or {}, default_share, seed)
         return optuna.samplers.RandomSampler(seed=seed)
     if kind == "dp-hypo":
         from raydp_synth.tune.search_space.dp_hypo import DPHyPOSampler

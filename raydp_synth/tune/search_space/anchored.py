@@ -1,0 +1,124 @@
+"""A non-adaptive prior with an atom on the method's default configuration.
+
+``--default-share P`` under ``--selection random-stopping`` or ``subsampled``: each
+trial, independently, is the method's default configuration (the values of it that
+the search space holds) with probability P, and a draw of Optuna's RandomSampler
+from the whole space otherwise.
+
+Why. Compose runs the default first (:func:`raydp_synth.tune.study.first_points`), so
+a small compose study cannot release worse than the default's own trial. Random
+stopping cannot do that: Papernot & Steinke (2022, "Hyperparameter Tuning with Renyi
+Differential Privacy") price the best of K runs only if every run draws its
+hyperparameters i.i.d. from one fixed distribution, and a fixed first trial breaks
+that. Random draws of a search space are mostly poor (docs/benchmarks.md, section
+4.3), so a random-stopping or subsampled search often selects among poor
+configurations only.
+
+The privacy argument. The mixture ``P * delta_default + (1 - P) * prior`` is one
+fixed distribution: the default point comes from the method's config and the space
+(public), P from the command line, and neither depends on the data or on any
+trial's result. Each trial's coin is drawn from the sampler's own generator, seeded
+by the study's secret seed (:func:`raydp_synth.tune.study.optuna_search`), before the
+trial and independently of every other trial; so the trials stay i.i.d. runs of one
+randomised mechanism and random stopping's pricing applies unchanged (the theorem
+holds for any such distribution). With P = 0 this is the RandomSampler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.trial import FrozenTrial
+
+from raydp_synth.errors import ConfigError
+
+__all__ = ["DefaultAnchoredSampler", "validate_default_share"]
+
+
+def validate_default_share(share: float) -> float:
+    """``--default-share``: a probability in [0, 1) (1 would be no search at all).
+
+    Raises:
+        ConfigError: outside [0, 1) or not a number.
+    """
+    if not isinstance(share, (int, float)) or not 0 <= share < 1:
+        raise ConfigError(f"--default-share {share!r} must be in [0, 1): the probability "
+                          "that a trial is the default configuration (e.g. 0.5)")
+    return float(share)
+
+
+def _stream(words: Sequence[int], index: int) -> list[int]:
+    return [int(w) for w in np.random.SeedSequence([*words, index]).generate_state(4)]
+
+
+class DefaultAnchoredSampler(optuna.samplers.BaseSampler):
+    """Optuna sampler: the default point with probability ``share``, else random.
+
+    Args:
+        default_point: a trial config of the space holding the method's defaults
+            (:meth:`~raydp_synth.tune.search_space.space.SearchSpace.default_point`);
+            a param it lacks is drawn from the prior in every trial.
+        share: P in [0, 1).
+        seed: an int or a list of 32-bit words (secret under random stopping).
+    """
+
+    def __init__(self, default_point: Mapping[str, Any], share: float,
+                 seed: int | Sequence[int]) -> None:
+        self.share = validate_default_share(share)
+        if self.share > 0 and not default_point:
+            raise ConfigError("--default-share: no value of the method's default config lies "
+                              "in the search space; widen the space or drop --default-share")
+        self.default_point = dict(default_point)
+        words = [seed] if isinstance(seed, int) else list(seed)
+        # Two streams of one secret seed, the coins' and the prior's, each a RandomState
+        # seeded with four 32-bit words hashed from it (as the study seeds a
+        # RandomSampler: one int would be 32 bits). Neither keeps the seed itself,
+        # which Tune would otherwise pickle with the searcher.
+        self._coins = np.random.RandomState(_stream(words, 1))
+        self._prior = optuna.samplers.RandomSampler(seed=_stream(words, 2))  # type: ignore[arg-type]
+        self._is_default: dict[int, bool] = {}
+
+    def is_default(self, trial_number: int) -> bool:
+        """Whether trial ``trial_number``'s coin chose the default point."""
+        return self._is_default.get(trial_number, False)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        # One coin per trial, before any of its params: independent of all results.
+        self._is_default[trial.number] = bool(self._coins.random_sample() < self.share)
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return {}
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        return {}
+
+    def sample_independent(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        if self.is_default(trial.number) and param_name in self.default_point:
+            value = self.default_point[param_name]
+            try:
+                inside = param_distribution._contains(param_distribution.to_internal_repr(value))
+            except ValueError:
+                inside = False
+            if not inside:
+                raise ConfigError(f"--default-share: the default {param_name}={value!r} is "
+                                  f"outside the space's {param_distribution}")
+            return value
+        return self._prior.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial,
+                    state: optuna.trial.TrialState, values: Sequence[float] | None) -> None:
+        self._is_default.pop(trial.number, None)

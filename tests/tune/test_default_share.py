@@ -1,0 +1,150 @@
+"""``--default-share P``: random stopping's trials are the default config with
+probability P, else random draws of the space; one fixed, non-adaptive prior.
+
+The searcher is the one the study builds (:func:`raydp_synth.tune.study.optuna_search`),
+driven as Tune drives it, without Ray.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from typing import Any
+
+import optuna
+import pytest
+
+from raydp_synth.cli import run_cli
+from raydp_synth.config import config_to_dict
+from raydp_synth.data import DataInfo
+from raydp_synth.errors import ConfigError
+from raydp_synth.methods import get_method
+from raydp_synth.tune import study as study_module
+from raydp_synth.tune.__main__ import main
+from raydp_synth.tune.search_space import SearchSpace, load_search_space
+from raydp_synth.tune.study import StudyRequest, optuna_search
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+DIGITS = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
+DPAF = get_method("dpaf")
+
+
+def _request(share: float, selection: str = "random-stopping", **kw: Any) -> StudyRequest:
+    return StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection=selection,
+                        sampler="random", default_share=share, **kw)
+
+
+def _space_and_default() -> tuple[SearchSpace, Any, dict[str, Any]]:
+    space = load_search_space(None, "dpaf", DIGITS)
+    default = DPAF.make_config(space.fixed, DIGITS)
+    point = space.default_point(config_to_dict(default))
+    assert point and set(point) == {  # every sampled key of the packaged space
+        key for key in _draw(_request(0.0), space, default, 1)[0] if key not in space.fixed}
+    return space, default, point
+
+
+def _draw(request: StudyRequest, space: SearchSpace, default: Any, n: int,
+          score: Any = lambda config, i: 0.1 * i) -> list[dict[str, Any]]:
+    """The first n configs the study's searcher suggests, each then completed with
+    ``score(config, i)`` (what Tune reports back)."""
+    search = optuna_search(request, space, default)
+    configs = []
+    for i in range(n):
+        config = search.suggest(f"t{i}")
+        configs.append(config)
+        search.on_trial_complete(f"t{i}", {"score": score(config, i)})
+    return configs
+
+
+def _is_default(config: dict[str, Any], point: dict[str, Any]) -> bool:
+    return all(config[key] == value for key, value in point.items())
+
+
+@pytest.mark.parametrize("share", [0.25, 0.5])
+def test_a_trial_is_the_default_with_probability_share(share: float) -> None:
+    """n trials: the default count is Binomial(n, P); 4.5 standard deviations
+    (two-sided, about 7e-6 under the null). Other trials are the space's continuous
+    draws, which never hit the default point."""
+    space, default, point = _space_and_default()
+    n = 400
+    configs = _draw(_request(share), space, default, n)
+    hits = sum(_is_default(c, point) for c in configs)
+    assert abs(hits - n * share) <= 4.5 * math.sqrt(n * share * (1 - share))
+    others = [c for c in configs if not _is_default(c, point)]
+    assert all(c[key] != point[key] for c in others for key in ("lr_d", "lr_g"))
+    # the draws off the atom are spread over the space, not a second atom
+    assert len({c["lr_d"] for c in others}) == len(others)
+
+
+def test_the_coins_do_not_depend_on_the_scores(monkeypatch) -> None:
+    """Same secret seed, opposite score histories (one rewards the default, one
+    punishes it): the same trials. The prior is fixed, so random stopping's pricing
+    of i.i.d. trials holds."""
+    space, default, point = _space_and_default()
+    words = [0x5EC2E75E, 0xED123456, 0x789ABCDE, 0xF0C0FFEE]
+
+    def draws(reward: float) -> list[dict[str, Any]]:
+        it = iter(words)
+        monkeypatch.setattr(study_module.secrets, "randbits", lambda k: next(it))
+        return _draw(_request(0.5), space, default, 24,
+                     score=lambda c, i: reward if _is_default(c, point) else -reward)
+
+    favoured, punished = draws(1.0), draws(-1.0)
+    assert favoured == punished
+    assert 0 < sum(_is_default(c, point) for c in favoured) < 24
+
+
+def test_the_coins_are_secret_fresh_per_study_and_not_from_the_public_seed() -> None:
+    space, default, point = _space_and_default()
+    runs = [[_is_default(c, point) for c in _draw(_request(0.5, seed=0), space, default, 40)]
+            for _ in range(3)]
+    assert runs[0] != runs[1] or runs[1] != runs[2]  # equal by chance: 2**-80
+
+
+def test_the_searcher_holds_no_readable_seed(monkeypatch) -> None:
+    space, default, _ = _space_and_default()
+    words = iter([0x5EC2E75E, 0xED123456, 0x789ABCDE, 0xF0C0FFEE])
+    monkeypatch.setattr(study_module.secrets, "randbits", lambda k: next(words))
+    search = optuna_search(_request(0.5), space, default)
+    search.suggest("t0")
+    blob = pickle.dumps(search)
+    for word in (0x5EC2E75E, 0xED123456, 0x789ABCDE, 0xF0C0FFEE):
+        assert str(word).encode() not in blob
+        assert word.to_bytes(4, "little") not in blob and word.to_bytes(4, "big") not in blob
+
+
+def test_share_zero_is_the_plain_random_sampler() -> None:
+    space, default, _ = _space_and_default()
+    search = optuna_search(_request(0.0), space, default)
+    assert type(search._sampler) is optuna.samplers.RandomSampler
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    ({"share": 1.0}, "must be in [0, 1)"),
+    ({"share": -0.1}, "must be in [0, 1)"),
+    ({"share": 0.5, "selection": "compose"}, "already runs it first"),
+])
+def test_bad_requests_are_refused(kw: dict[str, Any], needle: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        _request(**kw)
+    assert needle in str(error.value)
+
+
+def test_dp_hypo_keeps_its_own_prior() -> None:
+    with pytest.raises(ConfigError, match="use --sampler random"):
+        StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",
+                     distribution="geometric", sampler="dp-hypo", default_share=0.5)
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["dpaf", "--default-share", "0.5"], "already runs it first"),
+    (["dpaf", "--selection", "random-stopping", "--default-share", "1"], "[0, 1)"),
+])
+def test_bad_default_share_is_one_clear_line(argv, needle, capsys, tmp_path) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main, [*argv, "--storage", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and needle in err
+    assert not any(tmp_path.iterdir())
