@@ -17,17 +17,19 @@ Strategies (each at the same total ``--epsilon``, the whole search counted):
 
 * ``run``: one default-configuration run (``raydp_synth.train``), no search.
 * ``compose``: ``tune --selection compose --trials N`` (TPE, the default first).
-* ``random-stopping``: ``tune --selection random-stopping --sampler random``,
-  E[K] = N (Papernot & Steinke 2022).
-* ``subsampled``: ``tune --selection subsampled --tune-fraction F``, random
-  stopping on a secret Poisson subset, then one final run (Koskela & Kulkarni 2023).
+* ``random-stopping``: ``tune --selection random-stopping --sampler random
+  --default-share 0``, E[K] = N (Papernot & Steinke 2022): random draws only.
+* ``subsampled``: ``tune --selection subsampled --tune-fraction F --default-share 0``,
+  random stopping on a secret Poisson subset, then one final run (Koskela &
+  Kulkarni 2023).
 * ``dp-hypo``: ``tune --selection random-stopping --sampler dp-hypo --hypo-c C``
   (Wang et al. 2023).
 * ``public``: ``tune --tune-on-public SPEC``: the search on declared-public data at
   no cost, then one private run (``bench/public_subset.py`` writes such a file).
 * ``random-stopping-anchored``, ``subsampled-anchored``: the same with
-  ``--default-share P`` (``--default-share``, default 0.5): each trial is the
-  method's default configuration with probability P, else a random draw.
+  ``--default-share P`` (this script's ``--default-share``, default 0.5, the tune
+  CLI's own default): each trial is the method's default configuration with
+  probability P, else a random draw.
 
 A strategy may carry its own setting, ``NAME:VALUE``, to compare variants in one
 table: the number of trials of ``compose:3`` / ``random-stopping:3`` (E[K]), the
@@ -64,9 +66,11 @@ STRATEGIES: dict[str, tuple[str, list[str]]] = {
     "run": ("raydp_synth.train", []),
     "compose": ("raydp_synth.tune", ["--selection", "compose", "--trials", "{trials}"]),
     "random-stopping": ("raydp_synth.tune", ["--selection", "random-stopping",
-                                             "--sampler", "random", "--trials", "{trials}"]),
+                                             "--sampler", "random", "--trials", "{trials}",
+                                             "--default-share", "0"]),
     "subsampled": ("raydp_synth.tune", ["--selection", "subsampled", "--tune-fraction",
-                                        "{fraction}", "--trials", "{trials}"]),
+                                        "{fraction}", "--trials", "{trials}",
+                                        "--default-share", "0"]),
     "dp-hypo": ("raydp_synth.tune", ["--selection", "random-stopping", "--distribution",
                                      "geometric", "--sampler", "dp-hypo",
                                      "--hypo-c", "{hypo_c}", "--trials", "{trials}"]),

@@ -66,11 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "prior's (default 1: random search over the prior; C > 1 adapts and costs "
                         "(lambda/(lambda-1) + 1 + eta) * 2 ln C more RDP, DP-HyPO's Theorem 1, "
                         "docs/budget-pricing.md section 6.2b)")
-    parser.add_argument("--default-share", type=float, default=0.0, metavar="P",
+    parser.add_argument("--default-share", type=float, default=None, metavar="P",
                         help="random-stopping or subsampled with --sampler random: each trial "
                         "is the method's default config with probability P, else a random "
                         "draw of the space (one fixed prior: the pricing is unchanged; "
-                        "default 0)")
+                        "default 0.5; 0: random draws only)")
     parser.add_argument("--search-space", type=Path, default=None,
                         help="YAML search space (default: the method's own, see "
                         "search_spaces/README.md)")

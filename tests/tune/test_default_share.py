@@ -20,7 +20,7 @@ from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method
 from raydp_synth.tune import study as study_module
-from raydp_synth.tune.__main__ import main
+from raydp_synth.tune.__main__ import build_parser, main
 from raydp_synth.tune.search_space import SearchSpace, load_search_space
 from raydp_synth.tune.study import StudyRequest, optuna_search
 
@@ -112,6 +112,24 @@ def test_the_searcher_holds_no_readable_seed(monkeypatch) -> None:
     for word in (0x5EC2E75E, 0xED123456, 0x789ABCDE, 0xF0C0FFEE):
         assert str(word).encode() not in blob
         assert word.to_bytes(4, "little") not in blob and word.to_bytes(4, "big") not in blob
+
+
+@pytest.mark.parametrize(("selection", "sampler", "share"), [
+    ("random-stopping", "random", 0.5), ("subsampled", "random", 0.5),
+    ("compose", "tpe", 0.0), ("compose", "random", 0.0),
+])
+def test_unset_the_share_is_half_where_it_applies(selection, sampler, share) -> None:
+    from raydp_synth.tune.study import DEFAULT_SHARE
+
+    assert DEFAULT_SHARE == 0.5
+    request = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection=selection,
+                           sampler=sampler)
+    assert request.default_share == share
+    geometric = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, sampler="dp-hypo",
+                             selection="random-stopping", distribution="geometric")
+    assert geometric.default_share == 0.0  # dp-hypo has its own prior
+    args = build_parser().parse_args(["dpaf", "--selection", "random-stopping"])
+    assert args.default_share is None  # the request decides
 
 
 def test_share_zero_is_the_plain_random_sampler() -> None:
