@@ -35,7 +35,13 @@ from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
-from raydp_synth.tune.study_settings import TRIAL_LOOPS, PlannedTrial, StudySettings
+from raydp_synth.tune.study_settings import (
+    DEFAULT_SHARE,
+    DEFAULT_TRIALS,
+    TRIAL_LOOPS,
+    PlannedTrial,
+    StudySettings,
+)
 from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
 
 _LOG = logging.getLogger(__name__)
@@ -54,11 +60,6 @@ __all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "check_first_trial_affor
 TRIAL_DRIVER_CPUS = 0.01
 
 SELECTIONS = ("compose", "random-stopping", "subsampled")
-#: ``--default-share`` unless set: half the trials of a random-stopping or subsampled
-#: search are the method's default config. Measured (docs/benchmarks.md, 4.3): random
-#: draws of the spaces are mostly poor, and without the atom subsampled DPAF released
-#: CAS 0.13 (digits) and 0.29 (MNIST) against 0.48 and 0.73 with it.
-DEFAULT_SHARE = 0.5
 SAMPLERS = ("tpe", "random", "dp-hypo")
 
 
@@ -123,7 +124,7 @@ class StudyRequest:
     method: str
     epsilon: float
     delta: float
-    trials: int = 8
+    trials: int = DEFAULT_TRIALS
     selection: str = "compose"
     distribution: str = "poisson"
     sampler: str = "tpe"

@@ -174,7 +174,7 @@ def test_trial_configs_are_scaled_to_the_subset_and_the_final_config_back(tmp_pa
     (["--tune-on-public", "folder:/x"], "choose one"),
     (["--sampler", "tpe"], "--sampler random"),
     (["--sampler", "dp-hypo", "--hypo-c", "2"], "--sampler random"),
-    (["--epsilon", "0.05"], "cannot pay for mean 8 trials"),  # checked before Ray starts
+    (["--epsilon", "0.05"], "cannot pay for mean 3 trials"),  # checked before Ray starts
 ])
 def test_subsampled_refusals_are_one_line_before_anything_is_written(
         argv, needle, capsys, tmp_path) -> None:
