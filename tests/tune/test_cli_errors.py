@@ -26,6 +26,8 @@ from raydp_synth.tune.__main__ import main
     (["dpaf", "--set", "no_such_setting=1"], "no_such_setting"),
     (["dpaf", "--set", "epochs=abc"], "epochs"),
     (["dpaf", "--set", "epochs"], "key=value"),
+    (["dpaf", "--default-share", "0.5"], "already runs it first"),
+    (["dpaf", "--selection", "random-stopping", "--default-share", "1"], "[0, 1)"),
 ])
 def test_bad_study_input_is_one_clear_line(argv, needle, capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_info:

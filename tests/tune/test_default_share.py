@@ -2,7 +2,8 @@
 probability P, else random draws of the space; one fixed, non-adaptive prior.
 
 The searcher is the one the study builds (:func:`raydp_synth.tune.study.optuna_search`),
-driven as Tune drives it, without Ray.
+driven as Tune drives it, without Ray. The CLI's one-line refusals are in
+``test_cli_errors.py``.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from typing import Any
 import optuna
 import pytest
 
-from raydp_synth.cli import run_cli
 from raydp_synth.config import config_to_dict
 from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method
 from raydp_synth.tune import study as study_module
-from raydp_synth.tune.__main__ import build_parser, main
+from raydp_synth.tune.__main__ import build_parser
 from raydp_synth.tune.search_space import SearchSpace, load_search_space
 from raydp_synth.tune.study import StudyRequest, optuna_search
 
@@ -153,16 +153,3 @@ def test_dp_hypo_keeps_its_own_prior() -> None:
     with pytest.raises(ConfigError, match="use --sampler random"):
         StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",
                      distribution="geometric", sampler="dp-hypo", default_share=0.5)
-
-
-@pytest.mark.parametrize(("argv", "needle"), [
-    (["dpaf", "--default-share", "0.5"], "already runs it first"),
-    (["dpaf", "--selection", "random-stopping", "--default-share", "1"], "[0, 1)"),
-])
-def test_bad_default_share_is_one_clear_line(argv, needle, capsys, tmp_path) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        run_cli(main, [*argv, "--storage", str(tmp_path)])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err and needle in err
-    assert not any(tmp_path.iterdir())
