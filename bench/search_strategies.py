@@ -61,26 +61,28 @@ from pathlib import Path
 SMALL_FILES = ("run.json", "study.json", "release/privacy.json", "evaluation.json",
                "score.json", "timing.json", "bench_wall.json")
 
-#: strategy -> (module, arguments); {trials}, {fraction}, {hypo_c}, {public} filled in.
+#: The random-search selections' arguments; each runs with random draws only (the
+#: strategy of that name) and with the default's atom (``-anchored``).
+_RANDOM_STOPPING = ["--selection", "random-stopping", "--sampler", "random",
+                    "--trials", "{trials}"]
+_SUBSAMPLED = ["--selection", "subsampled", "--tune-fraction", "{fraction}",
+               "--trials", "{trials}"]
+
+#: strategy -> (module, arguments); {trials}, {fraction}, {hypo_c}, {public},
+#: {default_share} filled in.
 STRATEGIES: dict[str, tuple[str, list[str]]] = {
     "run": ("raydp_synth.train", []),
     "compose": ("raydp_synth.tune", ["--selection", "compose", "--trials", "{trials}"]),
-    "random-stopping": ("raydp_synth.tune", ["--selection", "random-stopping",
-                                             "--sampler", "random", "--trials", "{trials}",
-                                             "--default-share", "0"]),
-    "subsampled": ("raydp_synth.tune", ["--selection", "subsampled", "--tune-fraction",
-                                        "{fraction}", "--trials", "{trials}",
-                                        "--default-share", "0"]),
+    "random-stopping": ("raydp_synth.tune", [*_RANDOM_STOPPING, "--default-share", "0"]),
+    "subsampled": ("raydp_synth.tune", [*_SUBSAMPLED, "--default-share", "0"]),
     "dp-hypo": ("raydp_synth.tune", ["--selection", "random-stopping", "--distribution",
                                      "geometric", "--sampler", "dp-hypo",
                                      "--hypo-c", "{hypo_c}", "--trials", "{trials}"]),
     "public": ("raydp_synth.tune", ["--tune-on-public", "{public}", "--trials", "{trials}"]),
     "random-stopping-anchored": ("raydp_synth.tune", [
-        "--selection", "random-stopping", "--sampler", "random", "--trials", "{trials}",
-        "--default-share", "{default_share}"]),
+        *_RANDOM_STOPPING, "--default-share", "{default_share}"]),
     "subsampled-anchored": ("raydp_synth.tune", [
-        "--selection", "subsampled", "--tune-fraction", "{fraction}", "--trials", "{trials}",
-        "--default-share", "{default_share}"]),
+        *_SUBSAMPLED, "--default-share", "{default_share}"]),
 }
 
 
