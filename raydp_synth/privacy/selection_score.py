@@ -36,14 +36,16 @@ import torch
 
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.calibration import MechanismSpec
-from raydp_synth.privacy.plan import Mechanism
+from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 
 __all__ = [
     "DEFAULT_SCORE_SHARE",
+    "NOISY_SCORE_STD",
     "SELECTION_SCORE",
     "SelectionScore",
     "correct_count",
     "release_score",
+    "score_noise_std",
     "with_score_mechanism",
 ]
 
@@ -58,6 +60,11 @@ SELECTION_SCORE = "selection_score"
 #: trials differ by 0.1-0.3), critic sigma 1.613; 0.2 -> std ~0.03, critic sigma
 #: ~1.66 (+3%); at epsilon 1: 0.38 -> ~0.09.
 DEFAULT_SCORE_SHARE = 0.2
+
+#: A score noise std above which a study says that its trials cannot be ranked: the
+#: measurement above found selection nearly random at std 0.139, where trials differed
+#: by 0.1-0.3 in accuracy.
+NOISY_SCORE_STD = 0.1
 
 def with_score_mechanism(specs: Sequence[MechanismSpec], share: float) -> list[MechanismSpec]:
     """The training schedule plus the score's one-shot Gaussian release.
@@ -80,6 +87,16 @@ def with_score_mechanism(specs: Sequence[MechanismSpec], share: float) -> list[M
         MechanismSpec(name=SELECTION_SCORE, sample_rate=None, num_steps=1, sensitivity=1.0,
                       share=share / (1 - share) * total),
     ]
+
+
+def score_noise_std(plan: PrivacyPlan, divisor: int) -> float | None:
+    """The std of the noise of the score that ``plan`` releases on ``divisor``
+    validation records (the number :func:`release_score` divides by), in accuracy
+    units; None if the plan has no score mechanism (a public or no validation split)."""
+    for mechanism in plan.mechanisms:
+        if mechanism.name == SELECTION_SCORE:
+            return mechanism.noise_std / max(1, int(divisor))
+    return None
 
 
 def correct_count(predicted: np.ndarray, labels: np.ndarray) -> int:

@@ -455,7 +455,8 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
             raise BudgetExhausted(_cannot_buy_a_trial(request, request.trials, err)) from None
     tuning_rdp = None
     if request.selection == "subsampled":
-        reference, tuning_rdp = _subsampled_plans(request, method, data, space, score_share, shape)
+        reference, tuning_rdp = _subsampled_plans(request, method, data, space, score_share, shape,
+                                                  num_val=len(splits.val))
     public_search = None
     if request.tune_on_public is not None:
         from raydp_synth.tune.public_search import prepare_public_search
@@ -475,12 +476,15 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
 
 
 def _subsampled_plans(request: StudyRequest, method: Method, data: DataInfo, space: Any,
-                      score_share: float, shape: float) -> tuple[PrivacyPlan, tuple[float, ...]]:
+                      score_share: float, shape: float,
+                      num_val: int) -> tuple[PrivacyPlan, tuple[float, ...]]:
     """``--selection subsampled``'s E_ref (the default config scaled to the subset,
     on its public size m, calibrated so the amplified tuning phase costs
     ``tune_share x epsilon``) and the tuning curve; and the check, before Ray starts,
     that the rest of the budget buys the default config's final run (the
-    accountant's own variant-1 price; a ConfigError, one line, otherwise)."""
+    accountant's own variant-1 price; a ConfigError, one line, otherwise). A warning
+    says so when E_ref's selection score, on the subset's ``round(q n_val)``
+    validation records, is too noisy to rank trials (:func:`_warn_noisy_tuning_score`)."""
     from raydp_synth.privacy.subsampled_tuning import amplified_tuning_rdp, epsilon_from_rdp
     from raydp_synth.tune.extrapolation import subset_config, subset_data
     from raydp_synth.tune.planning import plan_for_subsampled_final, subsampled_reference_plan
@@ -497,6 +501,7 @@ def _subsampled_plans(request: StudyRequest, method: Method, data: DataInfo, spa
         raise ConfigError(f"--selection subsampled: the tuning phase's share "
                           f"{request.tune_share:g} of epsilon {request.epsilon:g} cannot pay for "
                           f"mean {request.trials} trials on q={q:g} of the data ({err})") from None
+    _warn_noisy_tuning_score(request, reference, num_val)
     curve = amplified_tuning_rdp(reference.event(), mean=float(request.trials), shape=shape,
                                  tune_fraction=q)
     tuning_epsilon = epsilon_from_rdp(curve, request.delta)
@@ -515,6 +520,27 @@ def _subsampled_plans(request: StudyRequest, method: Method, data: DataInfo, spa
           f"(q={q:g}, mean {request.trials} trials, amplified), the default config's final run "
           f"{final.epsilon():.4f} alone, {request.epsilon:g} composed")
     return reference, tuple(float(v) for v in curve)
+
+
+def _warn_noisy_tuning_score(request: StudyRequest, reference: PrivacyPlan,
+                             num_val: int) -> None:
+    """Warn, before any budget is spent, when a default tuning trial's selection
+    score (E_ref's score mechanism, divided by the public subset size
+    ``round(q n_val)`` as every tuning trial divides it) has a noise std above
+    :data:`~raydp_synth.privacy.selection_score.NOISY_SCORE_STD`: the tuning phase
+    would then pick its winner by noise. Public facts only: the plan, q and the
+    split's size."""
+    from raydp_synth.privacy.selection_score import NOISY_SCORE_STD, score_noise_std
+    from raydp_synth.tune.extrapolation import subset_size
+
+    divisor = subset_size(num_val, request.tune_fraction)
+    std = score_noise_std(reference, divisor)
+    if std is not None and std > NOISY_SCORE_STD:
+        _LOG.warning(
+            f"subsampled tuning scores each trial on about {divisor} validation "
+            f"records with noise std {std:.2f} (a default trial), so two trials whose "
+            f"accuracies differ by less than about {2 * std:.2f} are often misranked; raise "
+            "--tune-fraction or --tune-share, or use --selection compose")
 
 
 def check_first_trial_affordable(request: StudyRequest,

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from raydp_synth.errors import ConfigError
 from raydp_synth.tune.study import StudyRequest, run_study
@@ -241,3 +242,61 @@ def test_planned_tuning_trials_and_final_run_are_granted_within_the_total() -> N
     assert granted.granted
     budget.record(granted)
     assert 0.99 * eps <= budget.statement()["epsilon"] <= eps
+
+
+def test_the_noise_std_the_warning_quotes_is_the_one_a_trial_reports() -> None:
+    """``score_noise_std`` is the ``noise_std`` that ``release_score`` (the function a
+    tuning trial calls) reports for the same plan and divisor; a plan without a score
+    mechanism has none."""
+    from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
+    from raydp_synth.privacy.selection_score import (
+        SELECTION_SCORE,
+        release_score,
+        score_noise_std,
+    )
+
+    train = Mechanism(name="critic", noise_multiplier=1.1, sample_rate=0.05, num_steps=100,
+                      sensitivity=1.0)
+    score = Mechanism(name=SELECTION_SCORE, noise_multiplier=5.9, sample_rate=None,
+                      num_steps=1, sensitivity=1.0)
+    plan = PrivacyPlan(mechanisms=(train, score), delta=1e-5, target_epsilon=2.0)
+    labels = np.arange(40) % 10
+    released = release_score(labels, labels, mechanism=score, public=False,
+                             noise_generator=torch.Generator().manual_seed(0),
+                             classifier="logreg", divisor=17)
+    assert score_noise_std(plan, 17) == pytest.approx(released.noise_std, rel=1e-15)
+    assert score_noise_std(plan, 17) == pytest.approx(5.9 / 17)
+    assert score_noise_std(PrivacyPlan(mechanisms=(train,), delta=1e-5, target_epsilon=2.0),
+                           17) is None
+
+
+@pytest.mark.slow  # two subsampled plannings on digits: about 10 s
+@pytest.mark.parametrize(("fraction", "warned"), [(0.1, True), (0.5, False)])
+def test_a_tuning_score_too_noisy_to_rank_trials_is_said_before_anything_is_spent(
+        fraction, warned, tmp_path, caplog) -> None:
+    """On digits (165 validation records), q = 0.1 leaves a tuning trial about 16 to
+    score on, and E_ref's score noise std is far above NOISY_SCORE_STD: the study says
+    so while it prepares (before Ray, the ledger or any grant). q = 0.5 scores on 82,
+    below the threshold: no warning."""
+    import logging
+
+    from raydp_synth.privacy.selection_score import NOISY_SCORE_STD, score_noise_std
+    from raydp_synth.tune.extrapolation import subset_size
+    from raydp_synth.tune.study import _prepare, _with_absolute_paths
+
+    request = _with_absolute_paths(StudyRequest(
+        method="dpaf", epsilon=10.0, delta=1e-5, selection="subsampled", sampler="random",
+        tune_fraction=fraction, storage=tmp_path, name="s"))
+    with caplog.at_level(logging.INFO, logger="raydp_synth"):
+        prepared = _prepare(request)
+    std = score_noise_std(prepared.reference, subset_size(prepared.num_val, fraction))
+    assert (std > NOISY_SCORE_STD) is warned
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    if warned:
+        assert len(warnings) == 1, warnings
+        divisor = subset_size(prepared.num_val, fraction)
+        assert f"about {divisor} validation records with noise std {std:.2f}" in warnings[0]
+        assert "raise --tune-fraction or --tune-share" in warnings[0]
+    else:
+        assert not warnings
+    assert not any(tmp_path.iterdir())
