@@ -66,6 +66,7 @@ DEFAULT_SCORE_SHARE = 0.2
 #: by 0.1-0.3 in accuracy.
 NOISY_SCORE_STD = 0.1
 
+
 def with_score_mechanism(specs: Sequence[MechanismSpec], share: float) -> list[MechanismSpec]:
     """The training schedule plus the score's one-shot Gaussian release.
 
