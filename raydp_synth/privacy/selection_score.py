@@ -94,9 +94,11 @@ def score_noise_std(plan: PrivacyPlan, divisor: int) -> float | None:
     """The std of the noise of the score that ``plan`` releases on ``divisor``
     validation records (the number :func:`release_score` divides by), in accuracy
     units; None if the plan has no score mechanism (a public or no validation split)."""
-    if SELECTION_SCORE not in {m.name for m in plan.mechanisms}:
+    try:
+        mechanism = plan.mechanism(SELECTION_SCORE)
+    except KeyError:
         return None
-    return plan.mechanism(SELECTION_SCORE).noise_std / max(1, int(divisor))
+    return mechanism.noise_std / max(1, int(divisor))
 
 
 def correct_count(predicted: np.ndarray, labels: np.ndarray) -> int:
