@@ -22,18 +22,20 @@ Strategies (each at the same total ``--epsilon``, the whole search counted):
 * ``subsampled``: ``tune --selection subsampled --tune-fraction F --default-share 0``,
   random stopping on a secret Poisson subset, then one final run (Koskela &
   Kulkarni 2023).
-* ``dp-hypo``: ``tune --selection random-stopping --sampler dp-hypo --hypo-c C``
-  (Wang et al. 2023).
+* ``dp-hypo``: ``tune --selection random-stopping --sampler dp-hypo --hypo-c C
+  --default-share 0`` (Wang et al. 2023): a prior of random draws only.
 * ``public``: ``tune --tune-on-public SPEC``: the search on declared-public data at
   no cost, then one private run (``bench/public_subset.py`` writes such a file).
-* ``random-stopping-anchored``, ``subsampled-anchored``: the same with
-  ``--default-share P`` (this script's ``--default-share``, default 0.5, the tune
-  CLI's own default): each trial is the method's default configuration with
-  probability P, else a random draw.
+* ``random-stopping-anchored``, ``subsampled-anchored``, ``dp-hypo-anchored``: the
+  same with ``--default-share P`` (this script's ``--default-share``, default 0.5, the
+  tune CLI's own default): each trial is the method's default configuration with
+  probability P, else a random draw (dp-hypo: the default has weight P in the prior
+  that its proposals stay within a factor C of).
 
 A strategy may carry its own setting, ``NAME:VALUE``, to compare variants in one
 table: the number of trials of ``compose:3`` / ``random-stopping:3`` (E[K]), the
-tuning fraction of ``subsampled:0.3``, the density-ratio bound of ``dp-hypo:2``, the
+tuning fraction of ``subsampled:0.3``, the density-ratio bound of ``dp-hypo:2`` or
+``dp-hypo-anchored:1.25``, the
 default share of ``subsampled-anchored:0.25`` (label ``subsampled-anchored-p0.25``), the
 epochs of ``run:30`` (``--set epochs=30``: the default run at the search space's
 epochs). Its cells are labelled ``compose-n3``, ``subsampled-q0.3``, ``dp-hypo-c2``,
@@ -67,6 +69,8 @@ _RANDOM_STOPPING = ["--selection", "random-stopping", "--sampler", "random",
                     "--trials", "{trials}"]
 _SUBSAMPLED = ["--selection", "subsampled", "--tune-fraction", "{fraction}",
                "--trials", "{trials}"]
+_DP_HYPO = ["--selection", "random-stopping", "--distribution", "geometric", "--sampler",
+            "dp-hypo", "--hypo-c", "{hypo_c}", "--trials", "{trials}"]
 
 #: strategy -> (module, arguments); {trials}, {fraction}, {hypo_c}, {public},
 #: {default_share} filled in.
@@ -75,9 +79,8 @@ STRATEGIES: dict[str, tuple[str, list[str]]] = {
     "compose": ("raydp_synth.tune", ["--selection", "compose", "--trials", "{trials}"]),
     "random-stopping": ("raydp_synth.tune", [*_RANDOM_STOPPING, "--default-share", "0"]),
     "subsampled": ("raydp_synth.tune", [*_SUBSAMPLED, "--default-share", "0"]),
-    "dp-hypo": ("raydp_synth.tune", ["--selection", "random-stopping", "--distribution",
-                                     "geometric", "--sampler", "dp-hypo",
-                                     "--hypo-c", "{hypo_c}", "--trials", "{trials}"]),
+    "dp-hypo": ("raydp_synth.tune", [*_DP_HYPO, "--default-share", "0"]),
+    "dp-hypo-anchored": ("raydp_synth.tune", [*_DP_HYPO, "--default-share", "{default_share}"]),
     "public": ("raydp_synth.tune", ["--tune-on-public", "{public}", "--trials", "{trials}"]),
     "random-stopping-anchored": ("raydp_synth.tune", [
         *_RANDOM_STOPPING, "--default-share", "{default_share}"]),
@@ -91,7 +94,7 @@ VARIANTS: dict[str, tuple[str, str]] = {
     "compose": ("trials", "n"), "random-stopping": ("trials", "n"),
     "subsampled": ("fraction", "q"), "dp-hypo": ("hypo_c", "c"), "run": ("epochs", "e"),
     "random-stopping-anchored": ("default_share", "p"),
-    "subsampled-anchored": ("default_share", "p"),
+    "subsampled-anchored": ("default_share", "p"), "dp-hypo-anchored": ("hypo_c", "c"),
 }
 
 

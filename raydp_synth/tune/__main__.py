@@ -70,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--default-share", type=float, default=None, metavar="P",
                         help="random-stopping or subsampled with --sampler random: each trial "
                         "is the method's default config with probability P, else a random "
-                        "draw of the space (one fixed prior: the pricing is unchanged; "
-                        "default 0.5; 0: random draws only)")
+                        "draw of the space; with --sampler dp-hypo: the default's weight in "
+                        "the prior (one fixed prior: the pricing is unchanged; default 0.5; "
+                        "0: random draws only)")
     parser.add_argument("--search-space", type=Path, default=None,
                         help="YAML search space (default: the method's own, see "
                         "search_spaces/README.md)")

@@ -61,6 +61,8 @@ TRIAL_DRIVER_CPUS = 0.01
 
 SELECTIONS = ("compose", "random-stopping", "subsampled")
 SAMPLERS = ("tpe", "random", "dp-hypo")
+#: The samplers whose fixed prior ``--default-share`` puts the default's atom into.
+_ANCHORED_SAMPLERS = ("random", "dp-hypo")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +83,10 @@ class StudyRequest:
         default_share: random stopping and subsampled with ``--sampler random``: the
             probability that a trial is the method's default configuration
             (``--default-share``), else a random draw of the space: one fixed prior
-            (:mod:`raydp_synth.tune.search_space.anchored`); 0: the space alone.
+            (:mod:`raydp_synth.tune.search_space.anchored`); with ``--sampler
+            dp-hypo``: the default's weight in the fixed prior that every proposal
+            stays within a factor ``hypo_c`` of
+            (:mod:`raydp_synth.tune.search_space.dp_hypo`); 0: the space alone.
             None (the default) becomes :data:`DEFAULT_SHARE` where it applies and 0
             elsewhere, so that a constructed request holds the share it runs with.
         search_space: YAML file (None: the method's packaged default,
@@ -207,13 +212,14 @@ class StudyRequest:
             raise ConfigError(f"--name {self.name!r} must be a plain folder name")
 
     def _check_default_share(self) -> None:
-        """``--default-share``: a probability, for a non-adaptive random search only;
-        unset, :data:`DEFAULT_SHARE` where that is what runs, else 0."""
+        """``--default-share``: a probability, for random stopping's and subsampled
+        tuning's priors (the random sampler's, dp-hypo's); unset,
+        :data:`DEFAULT_SHARE` where one of them runs, else 0."""
         from raydp_synth.tune.search_space.anchored import validate_default_share
 
         if self.default_share is None:
             applies = (self.selection in ("random-stopping", "subsampled")
-                       and self.sampler == "random" and self.tune_on_public is None)
+                       and self.sampler in _ANCHORED_SAMPLERS and self.tune_on_public is None)
             object.__setattr__(self, "default_share", DEFAULT_SHARE if applies else 0.0)
             return
         validate_default_share(self.default_share)
@@ -223,10 +229,10 @@ class StudyRequest:
             raise ConfigError("--default-share is random stopping's way to include the "
                               "default config; a compose search already runs it first: "
                               "drop --default-share, or add --selection random-stopping")
-        if self.sampler != "random":
-            raise ConfigError(f"--default-share mixes the default config into the random "
-                              f"sampler's prior; --sampler {self.sampler} has its own: use "
-                              "--sampler random")
+        if self.sampler not in _ANCHORED_SAMPLERS:
+            raise ConfigError(f"--default-share mixes the default config into a fixed prior "
+                              f"(the random or dp-hypo sampler's); --sampler {self.sampler} "
+                              "has none: use --sampler random or dp-hypo")
 
     def _check_subsampled(self) -> None:
         """``--selection subsampled``'s own refusals (one line each, with the fix)."""

@@ -127,7 +127,9 @@ def test_unset_the_share_is_half_where_it_applies(selection, sampler, share) -> 
     assert request.default_share == share
     geometric = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, sampler="dp-hypo",
                              selection="random-stopping", distribution="geometric")
-    assert geometric.default_share == 0.0  # dp-hypo has its own prior
+    assert geometric.default_share == 0.5  # dp-hypo's prior gets the atom too
+    tpe = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, sampler="tpe")
+    assert tpe.default_share == 0.0  # compose runs the default first
     args = build_parser().parse_args(["dpaf", "--selection", "random-stopping"])
     assert args.default_share is None  # the request decides
 
@@ -149,7 +151,52 @@ def test_bad_requests_are_refused(kw: dict[str, Any], needle: str) -> None:
     assert needle in str(error.value)
 
 
-def test_dp_hypo_keeps_its_own_prior() -> None:
-    with pytest.raises(ConfigError, match="use --sampler random"):
+def _dp_hypo_request(share: float, hypo_c: float) -> StudyRequest:
+    return StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",
+                        distribution="geometric", sampler="dp-hypo", hypo_c=hypo_c,
+                        default_share=share)
+
+
+@pytest.mark.parametrize("share", [0.25, 0.5])
+def test_dp_hypo_prior_holds_the_default_with_weight_share(share: float) -> None:
+    """The study's dp-hypo searcher: the default point is a candidate of prior weight P.
+    At c = 1 (no adaptation) its draws are the prior's, so the default count over n
+    trials is Binomial(n, P) (4.5 standard deviations, as above), whatever the scores."""
+    from raydp_synth.tune.search_space.dp_hypo import DPHyPOSampler
+
+    space, default, point = _space_and_default()
+    search = optuna_search(_dp_hypo_request(share, 2.0), space, default)
+    sampler = search._sampler
+    assert isinstance(sampler, DPHyPOSampler)
+    assert _is_default(sampler.candidates[0], point)
+    # r = round(P m/(1 - P)) copies of the default among m = 128 draws
+    copies = round(share * 128 / (1 - share))
+    assert sampler.prior[0] == copies / (128 + copies) == sampler.default_share
+    assert abs(sampler.default_share - share) < 1 / 128
+    assert sampler.prior.sum() == pytest.approx(1, abs=1e-12)
+    share = sampler.default_share
+    n = 400
+    configs = _draw(_dp_hypo_request(share, 1.0), space, default, n,
+                    score=lambda c, i: -1.0 if _is_default(c, point) else 1.0)
+    hits = sum(_is_default(c, point) for c in configs)
+    assert abs(hits - n * share) <= 4.5 * math.sqrt(n * share * (1 - share))
+
+
+def test_dp_hypo_keeps_the_default_within_c_of_its_share() -> None:
+    """c = 2, a history that punishes the default and one that rewards it: the
+    default's weight stays in [P/c, c P] (DP-HyPO's condition on the atom)."""
+    space, default, point = _space_and_default()
+    sampler = optuna_search(_dp_hypo_request(0.25, 2.0), space, default)._sampler
+    share = sampler.default_share
+    others = sampler.candidates[1:9]
+    for reward in (1.0, -1.0):
+        history = [(sampler.candidates[0], reward)] + [(c, -reward) for c in others]
+        weight = sampler.proposal(history)[0]
+        assert share / 2 <= weight <= share * 2
+        assert (weight > share) == (reward > 0)
+
+
+def test_tpe_has_no_prior_to_anchor() -> None:
+    with pytest.raises(ConfigError, match="use --sampler random or dp-hypo"):
         StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",
-                     distribution="geometric", sampler="dp-hypo", default_share=0.5)
+                     sampler="tpe", default_share=0.5)

@@ -1,5 +1,6 @@
-"""The dp-hypo sampler: every proposal within [1/c, c] of the uniform prior over its
-candidates, whatever the score history; c = 1 draws are the prior's. No Ray."""
+"""The dp-hypo sampler: every proposal within [1/c, c] of its prior over its
+candidates (uniform, or with the default's atom), whatever the score history; c = 1
+draws are the prior's. No Ray."""
 
 from __future__ import annotations
 
@@ -98,3 +99,53 @@ def test_unknown_param_and_bad_c_are_refused():
         study.optimize(lambda t: t.suggest_float("other", 0, 1), n_trials=1, catch=())
     with pytest.raises(ConfigError, match="--hypo-c"):
         DPHyPOSampler(DISTS, density_ratio=0.5, seed=0)
+
+
+def test_projection_around_a_weighted_prior():
+    """A prior with an atom (the default's share) and random proposals: every weight
+    within a factor c of its own prior weight; c = 1 gives the prior."""
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        c = float(rng.uniform(1, 20))
+        m = int(rng.integers(2, 300))
+        share = float(rng.uniform(0.01, 0.99))
+        prior = np.concatenate([[share], np.full(m - 1, (1 - share) / (m - 1))])
+        p = rng.dirichlet(np.full(m, float(rng.uniform(0.01, 5))))
+        p[rng.random(m) < 0.3] = 0.0
+        if p.sum() == 0:
+            p[0] = 1.0
+        w = project_to_ratio_box(p, c, prior)
+        assert w.sum() == pytest.approx(1, abs=1e-12)
+        assert np.all(w / prior >= 1 / c) and np.all(w / prior <= c)
+    assert np.array_equal(project_to_ratio_box(np.full(3, 1 / 3), 1.0, np.array([0.5, 0.25, 0.25])),
+                          [0.5, 0.25, 0.25])
+
+
+@pytest.mark.parametrize("c", [1.0, 2.0, 10.0])
+def test_the_atom_is_candidate_zero_and_every_proposal_stays_in_its_box(c):
+    point = {"lr": 1e-3, "clip": 1.0, "batch": 64, "arch": "wide"}
+    sampler = DPHyPOSampler(DISTS, density_ratio=c, seed=[1, 2], n_candidates=64,
+                            default_point=point, default_share=0.5)
+    assert sampler.candidates[0] == point and len(sampler.candidates) == 65
+    # the uniform prior over 64 draws and 64 copies of the default
+    assert sampler.prior[0] == 0.5 and np.allclose(sampler.prior[1:], 1 / 128)
+    rng = np.random.default_rng(4)
+    for n in list(range(0, 12)) * 5:
+        w = sampler.proposal(_history(sampler, rng, n))
+        assert w.sum() == pytest.approx(1, abs=1e-12)
+        assert np.all(w / sampler.prior >= 1 / c) and np.all(w / sampler.prior <= c)
+        # the same draw from the uniform prior over the multiset (64 copies of the
+        # default, 64 draws), the atom's weight split equally: DP-HyPO's box on each entry
+        entries = np.concatenate([np.full(64, w[0] / 64), w[1:]]) * 128
+        assert np.all(entries >= 1 / c) and np.all(entries <= c)
+
+
+def test_an_atom_outside_the_space_or_missing_is_refused():
+    with pytest.raises(ConfigError, match="outside the space"):
+        DPHyPOSampler(DISTS, density_ratio=2, seed=0, default_share=0.5,
+                      default_point={"lr": 1.0})
+    with pytest.raises(ConfigError, match="no value of the method's default"):
+        DPHyPOSampler(DISTS, density_ratio=2, seed=0, default_share=0.5, default_point={})
+    partial = DPHyPOSampler(DISTS, density_ratio=2, seed=0, default_share=0.5,
+                            default_point={"lr": 1e-3})
+    assert partial.candidates[0]["lr"] == 1e-3 and set(partial.candidates[0]) == set(DISTS)

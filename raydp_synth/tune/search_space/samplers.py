@@ -40,15 +40,17 @@ def make_sampler(
         density_ratio: dp-hypo only: c >= 1 (``--hypo-c``).
         distributions: dp-hypo only: the space's Optuna distributions by name
             (:func:`~raydp_synth.tune.search_space.dp_hypo.space_distributions`).
-        default_point, default_share: random only: each trial is ``default_point``
-            with probability ``default_share`` (``--default-share``,
-            :mod:`raydp_synth.tune.search_space.anchored`); 0: the RandomSampler.
+        default_point, default_share: random and dp-hypo only (``--default-share``):
+            random: each trial is ``default_point`` with probability ``default_share``
+            (:mod:`raydp_synth.tune.search_space.anchored`; 0: the RandomSampler);
+            dp-hypo: the point is a candidate of prior weight ``default_share``
+            (:mod:`raydp_synth.tune.search_space.dp_hypo`).
 
     Raises:
         ConfigError: unknown kind; a default share with another kind.
     """
-    if default_share and kind != "random":
-        raise ConfigError(f"a default share needs the random sampler, not {kind!r}")
+    if default_share and kind not in ("random", "dp-hypo"):
+        raise ConfigError(f"a default share needs the random or dp-hypo sampler, not {kind!r}")
     # Optuna hands the seed to NumPy's RandomState, which also takes a list of words;
     # its annotation says int only.
     seed = cast(int, seed)
@@ -67,7 +69,8 @@ def make_sampler(
 
         if distributions is None:
             raise ConfigError("the dp-hypo sampler needs the search space's distributions")
-        return DPHyPOSampler(distributions, density_ratio=density_ratio, seed=seed)
+        return DPHyPOSampler(distributions, density_ratio=density_ratio, seed=seed,
+                             default_point=default_point, default_share=default_share)
     raise ConfigError(f"unknown sampler {kind!r}; choose one of {', '.join(SAMPLER_KINDS)}")
 
 
