@@ -36,7 +36,8 @@ from optuna.trial import FrozenTrial
 
 from raydp_synth.errors import ConfigError
 
-__all__ = ["DefaultAnchoredSampler", "validate_default_share"]
+__all__ = ["DefaultAnchoredSampler", "check_default_point", "default_value",
+           "validate_default_share"]
 
 
 def validate_default_share(share: float) -> float:
@@ -49,6 +50,34 @@ def validate_default_share(share: float) -> float:
         raise ConfigError(f"--default-share {share!r} must be in [0, 1): the probability "
                           "that a trial is the default configuration (e.g. 0.5)")
     return float(share)
+
+
+def check_default_point(default_point: Mapping[str, Any] | None, share: float) -> None:
+    """A share above 0 needs a default point (some value of the default config in the
+    space).
+
+    Raises:
+        ConfigError: ``share > 0`` and no point.
+    """
+    if share > 0 and not default_point:
+        raise ConfigError("--default-share: no value of the method's default config lies "
+                          "in the search space; widen the space or drop --default-share")
+
+
+def default_value(name: str, dist: BaseDistribution, value: Any) -> Any:
+    """The default's ``value`` of param ``name``, which ``dist`` must hold.
+
+    Raises:
+        ConfigError: outside ``dist``.
+    """
+    try:
+        inside = dist._contains(dist.to_internal_repr(value))
+    except ValueError:
+        inside = False
+    if not inside:
+        raise ConfigError(f"--default-share: the default {name}={value!r} is outside "
+                          f"the space's {dist}")
+    return value
 
 
 def _stream(words: Sequence[int], index: int) -> list[int]:
@@ -69,9 +98,7 @@ class DefaultAnchoredSampler(optuna.samplers.BaseSampler):
     def __init__(self, default_point: Mapping[str, Any], share: float,
                  seed: int | Sequence[int]) -> None:
         self.share = validate_default_share(share)
-        if self.share > 0 and not default_point:
-            raise ConfigError("--default-share: no value of the method's default config lies "
-                              "in the search space; widen the space or drop --default-share")
+        check_default_point(default_point, self.share)
         self.default_point = dict(default_point)
         words = [seed] if isinstance(seed, int) else list(seed)
         # Two streams of one secret seed, the coins' and the prior's, each a RandomState
@@ -108,15 +135,8 @@ class DefaultAnchoredSampler(optuna.samplers.BaseSampler):
         param_distribution: BaseDistribution,
     ) -> Any:
         if self.is_default(trial.number) and param_name in self.default_point:
-            value = self.default_point[param_name]
-            try:
-                inside = param_distribution._contains(param_distribution.to_internal_repr(value))
-            except ValueError:
-                inside = False
-            if not inside:
-                raise ConfigError(f"--default-share: the default {param_name}={value!r} is "
-                                  f"outside the space's {param_distribution}")
-            return value
+            return default_value(param_name, param_distribution,
+                                 self.default_point[param_name])
         return self._prior.sample_independent(study, trial, param_name, param_distribution)
 
     def after_trial(self, study: optuna.Study, trial: FrozenTrial,

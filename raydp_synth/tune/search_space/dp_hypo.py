@@ -99,18 +99,6 @@ def draw_from_prior(dist: BaseDistribution, rng: np.random.Generator) -> Any:
     raise ConfigError(f"the dp-hypo sampler cannot draw from {type(dist).__name__}")
 
 
-def _inside(name: str, dist: BaseDistribution, value: Any) -> Any:
-    """``value`` if ``dist`` holds it (the default's atom must be a point of the space)."""
-    try:
-        inside = dist._contains(dist.to_internal_repr(value))
-    except (ValueError, TypeError):
-        inside = False
-    if not inside:
-        raise ConfigError(f"--default-share: the default {name}={value!r} is outside the "
-                          f"space's {dist}")
-    return value
-
-
 def _coordinate(dist: BaseDistribution, value: Any) -> float:
     """``value`` scaled to [0, 1] (log scale for log params); a choice's index."""
     if isinstance(dist, CategoricalDistribution):
@@ -193,7 +181,11 @@ class DPHyPOSampler(optuna.samplers.BaseSampler):
         default_share: float = 0.0,
     ) -> None:
         from raydp_synth.privacy.adaptive_tuning import validate_density_ratio
-        from raydp_synth.tune.search_space.anchored import validate_default_share
+        from raydp_synth.tune.search_space.anchored import (
+            check_default_point,
+            default_value,
+            validate_default_share,
+        )
 
         self.density_ratio = validate_density_ratio(density_ratio)
         if not distributions:
@@ -203,9 +195,7 @@ class DPHyPOSampler(optuna.samplers.BaseSampler):
         self._distributions = dict(distributions)
         self._rng = np.random.default_rng(list(seed) if not isinstance(seed, int) else seed)
         share = validate_default_share(default_share)
-        if share > 0 and not default_point:
-            raise ConfigError("--default-share: no value of the method's default config lies "
-                              "in the search space; widen the space or drop --default-share")
+        check_default_point(default_point, share)
         self.candidates: list[dict[str, Any]] = [
             {name: draw_from_prior(d, self._rng) for name, d in self._distributions.items()}
             for _ in range(n_candidates)
@@ -216,7 +206,7 @@ class DPHyPOSampler(optuna.samplers.BaseSampler):
         self.default_share = 0.0
         if share > 0:
             assert default_point is not None
-            atom = {name: _inside(name, d, default_point[name]) if name in default_point
+            atom = {name: default_value(name, d, default_point[name]) if name in default_point
                     else draw_from_prior(d, self._rng)
                     for name, d in self._distributions.items()}
             copies = max(1, round(share * n_candidates / (1 - share)))
