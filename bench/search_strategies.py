@@ -10,7 +10,8 @@ the mean and spread over seeds of the released generator's CAS and the wall time
         --epsilons 1,10 --seeds 3 --trials 8 \\
         [--strategies run,compose,random-stopping,subsampled,dp-hypo,public] \\
         [--public-tuning digits:fraction=0.3] [--set dpaf:epochs=20] \\
-        [--data-dir DIR] [--use-gpu] [--dry-run] \\
+        [--data-dir DIR] [--use-gpu [--gpus-per-trial 0.25 --max-concurrent 4]] \\
+        [--no-eval | --evaluate-only] [--dry-run] \\
         [--update docs/benchmarks.md --block strategies-digits]
 
 Strategies (each at the same total ``--epsilon``, the whole search counted):
@@ -39,6 +40,12 @@ tuning fraction of ``subsampled:0.3``, the density-ratio bound of ``dp-hypo:2`` 
 ``subsampled-anchored-p0.25``), the epochs of ``run:30`` (``--set epochs=30``: the default run at the search space's
 epochs). Its cells are labelled ``compose-n3``, ``subsampled-q0.3``, ``dp-hypo-c2``,
 ``run-e30``.
+
+``--no-eval`` trains every cell without its evaluation (on a GPU host, where the
+CPU evaluation is slow, or to copy the runs elsewhere); ``--evaluate-only`` then runs
+``python -m raydp_synth.evaluate`` on each stored cell that has no ``evaluation.json``
+yet, trains nothing, and writes the tables. A cell's wall time is its training's
+(``bench_wall.json``), with the evaluation only where it ran in the same command.
 
 A cell that fails (a strategy the installed CLI refuses, a crash) is reported and
 skipped; the others go on. "Beats the run" in the summary means: the strategy's mean
@@ -154,8 +161,29 @@ def command_for(args: argparse.Namespace, *, method: str, epsilon: str, strategy
         command += ["--set", setting]
     if name == "run" and value is not None:
         command += ["--set", f"epochs={value}"]
-    if args.use_gpu:
+    packed = module == "raydp_synth.tune" and getattr(args, "gpus_per_trial", None) is not None
+    if packed:
+        # tune's --gpus-per-trial F is the trial's GPU request; --use-gpu (one whole GPU
+        # per worker) would contradict a fraction, so a search cell takes F alone.
+        command += ["--gpus-per-trial", str(args.gpus_per_trial)]
+    elif args.use_gpu:
         command.append("--use-gpu")
+    if module == "raydp_synth.tune":
+        if getattr(args, "max_concurrent", None) is not None:
+            command += ["--max-concurrent", str(args.max_concurrent)]
+    if getattr(args, "no_eval", False):
+        command.append("--no-eval")
+    return command
+
+
+def evaluate_command(args: argparse.Namespace, run_dir: Path) -> list[str]:
+    """The command that evaluates a cell trained with ``--no-eval`` (a run's or a
+    study's directory: both hold ``run.json`` and ``release/``). With ``--data-dir``
+    the dataset is named again, so cells trained on another host (another data path in
+    their ``run.json``) are evaluated on this one's copy."""
+    command = [sys.executable, "-m", "raydp_synth.evaluate", str(run_dir)]
+    if args.data_dir and ":" not in args.dataset:
+        command += ["--dataset", f"{args.dataset}:{args.data_dir}"]
     return command
 
 
@@ -256,6 +284,15 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="METHOD:KEY=VALUE",
                         help="a setting for every cell of METHOD (e.g. dpaf:epochs=20)")
     parser.add_argument("--use-gpu", action="store_true")
+    parser.add_argument("--gpus-per-trial", type=float, default=None,
+                        help="tune's --gpus-per-trial for the search cells")
+    parser.add_argument("--max-concurrent", type=int, default=None,
+                        help="tune's --max-concurrent for the search cells")
+    evaluation = parser.add_mutually_exclusive_group()
+    evaluation.add_argument("--no-eval", action="store_true",
+                            help="train each cell, skip its evaluation")
+    evaluation.add_argument("--evaluate-only", action="store_true",
+                            help="evaluate the stored cells that lack it; train nothing")
     parser.add_argument("--out", type=Path, default=Path("bench/runs/strategies"))
     parser.add_argument("--results", type=Path, default=Path("bench/results/strategies"))
     parser.add_argument("--update", type=Path, default=None,
@@ -284,11 +321,26 @@ def main() -> int:
                     command = command_for(args, method=method, epsilon=epsilon,
                                           strategy=strategy, seed=seed, run_dir=run_dir,
                                           settings=settings.get(method, []))
-                    print("[bench] " + " ".join(command), flush=True)
+                    if not args.evaluate_only:
+                        print("[bench] " + " ".join(command), flush=True)
                     if args.dry_run:
                         continue
                     if (run_dir / "evaluation.json").is_file():
                         print(f"[bench] {name}: done already, kept", flush=True)
+                        keep_small_files(run_dir, args.results)
+                        continue
+                    if args.evaluate_only:
+                        if not (run_dir / "bench_wall.json").is_file():
+                            print(f"[bench] {name}: not trained, skipped", flush=True)
+                            continue
+                        print("[bench] " + " ".join(evaluate_command(args, run_dir)), flush=True)
+                        if subprocess.run(evaluate_command(args, run_dir), check=False).returncode:
+                            print(f"[bench] {name}: evaluation failed; going on", flush=True)
+                            failed.append(name)
+                        keep_small_files(run_dir, args.results)
+                        continue
+                    if args.no_eval and (run_dir / "bench_wall.json").is_file():
+                        print(f"[bench] {name}: trained already, kept", flush=True)
                         keep_small_files(run_dir, args.results)
                         continue
                     if run_dir.exists():

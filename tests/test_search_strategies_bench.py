@@ -60,6 +60,31 @@ def test_a_variant_sets_its_own_option_and_label(item, label, needle, tmp_path) 
         assert "--distribution geometric" in " ".join(command)  # DP-HyPO needs a TNB law
 
 
+def test_packing_and_no_eval_reach_the_cells_that_take_them(tmp_path) -> None:
+    args = _args(use_gpu=True, gpus_per_trial=0.25, max_concurrent=4, no_eval=True)
+    study = bench.command_for(args, method="dpaf", epsilon="10", strategy="compose", seed=0,
+                              run_dir=tmp_path / "cell", settings=[])
+    run = bench.command_for(args, method="dpaf", epsilon="10", strategy="run", seed=0,
+                            run_dir=tmp_path / "cell", settings=[])
+    assert " ".join(study).endswith("--gpus-per-trial 0.25 --max-concurrent 4 --no-eval")
+    assert "--max-concurrent" not in run and "--gpus-per-trial" not in run  # train has neither
+    assert run[-2:] == ["--use-gpu", "--no-eval"]
+    # The search cell's GPU request is one that tune itself accepts (--use-gpu with a
+    # fraction is refused there): its own parser and the check its request runs.
+    from raydp_synth.runtime.resources import worker_gpu_share
+    from raydp_synth.tune.__main__ import build_parser
+
+    parsed = build_parser().parse_args(study[study.index("raydp_synth.tune") + 1:])
+    assert worker_gpu_share(gpus_per_trial=parsed.gpus_per_trial, use_gpu=parsed.use_gpu,
+                            workers=parsed.workers_per_trial) == 0.25
+    assert parsed.max_concurrent == 4 and parsed.no_eval
+    assert bench.evaluate_command(args, tmp_path / "cell")[1:] == [
+        "-m", "raydp_synth.evaluate", str(tmp_path / "cell")]
+    elsewhere = _args(dataset="mnist", data_dir="/data/mnist")  # trained on another host
+    assert bench.evaluate_command(elsewhere, tmp_path / "cell")[-2:] == [
+        "--dataset", "mnist:/data/mnist"]
+
+
 @pytest.mark.parametrize("item", ["nope", "public:3", "compose:x"])
 def test_bad_strategies_are_refused(item) -> None:
     with pytest.raises(SystemExit):
