@@ -89,6 +89,9 @@ class NamedDataset:
         required: the folder entries (files, or folders) a load needs; a
             ``.gz`` file may also be present gunzipped.
         official_md5: relative path -> official MD5 of the files checked on load.
+        gunzipped_md5: for ``.gz`` files of ``official_md5``, the MD5 of their gzip
+            content where the publisher states it (the loader reads a gunzipped copy
+            when one is beside the ``.gz``; :func:`~raydp_synth.data.checksums.md5_mismatches`).
         resources: what :func:`download_named` fetches.
         layout: how to put the files in the folder by hand (for the error).
         loader: reads the folder (and the decode size, for CelebA).
@@ -99,6 +102,7 @@ class NamedDataset:
     class_names: tuple[str, ...]
     required: tuple[str, ...]
     official_md5: Mapping[str, str] = field(default_factory=dict)
+    gunzipped_md5: Mapping[str, str] = field(default_factory=dict)
     resources: tuple[Resource, ...]
     layout: str
     loader: Callable[[Path, int], RawImages]
@@ -109,8 +113,10 @@ _IDX_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
 
 
 def _idx_dataset(name: str, title: str, class_names: tuple[str, ...],
-                 md5s: tuple[str, ...], mirrors: tuple[str, ...]) -> NamedDataset:
-    """MNIST and Fashion-MNIST: the four official IDX .gz files, read by the IDX reader."""
+                 md5s: tuple[str, ...], mirrors: tuple[str, ...],
+                 gunzipped_md5s: tuple[str, ...] = ()) -> NamedDataset:
+    """MNIST and Fashion-MNIST: the four official IDX .gz files, read by the IDX reader
+    (``gunzipped_md5s``: their contents' MD5s, in the same order, where published)."""
 
     def load(directory: Path, size: int) -> RawImages:
         del size  # the IDX files' own 28x28
@@ -121,6 +127,7 @@ def _idx_dataset(name: str, title: str, class_names: tuple[str, ...],
     return NamedDataset(
         name=name, title=title, class_names=class_names, required=_IDX_FILES,
         official_md5=official,
+        gunzipped_md5=dict(zip(_IDX_FILES, gunzipped_md5s, strict=True)) if gunzipped_md5s else {},
         resources=tuple(Resource(filename=f, md5=official[f], urls=tuple(m + f for m in mirrors),
                                  provides=(f,)) for f in _IDX_FILES),
         layout=f"put the four official {title} files ({', '.join(_IDX_FILES)}) in {{dir}}",
@@ -135,6 +142,11 @@ _MNIST = _idx_dataset(
     ("f68b3c2dcbeaaa9fbdd348bbdeb94873", "d53e105ee54ea40749a09fcbcd1e9432",
      "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c"),
     ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/"),
+    # The MD5s of the four files gunzipped (47,040,016, 60,008, 7,840,016 and 10,008
+    # bytes), as MNIST's users publish them beside the .gz files' (Fashion-MNIST's are
+    # not published: its gunzipped files are checked against their .gz files).
+    ("6bbc9ace898e44ae57da46a324031adb", "a25bea736e30d166cdddb491f175f624",
+     "2646ac647ad5339dbf082846283269ea", "27ae3e4e09519cfbb04c329615203637"),
 )
 _FASHION_MNIST = _idx_dataset(
     "fashion-mnist", "Fashion-MNIST",
@@ -274,13 +286,18 @@ def load_named_raw(name: str, directory: str | Path | None, *, size: int) -> Raw
             f"{dataset.layout.format(dir=root)}, or add --download to fetch them "
             "(checksums verified)")
     try:
-        differ = md5_mismatches(root, dataset.official_md5)
+        checked = md5_mismatches(root, dataset.official_md5, dataset.gunzipped_md5)
     except OSError as exc:
         raise DataError(f"{root}: cannot read the {dataset.title} files ({exc}); check their "
                         "permissions") from exc
-    if differ:
-        _warn_once(f"{root}: {', '.join(differ)} differ from the official {dataset.title} "
-                   "files (MD5); figures of this run are not comparable with published ones")
+    if checked.differ:
+        _warn_once(f"{root}: {', '.join(checked.differ)} differ from the official "
+                   f"{dataset.title} files (MD5); figures of this run are not comparable with "
+                   "published ones")
+    if checked.unverified:
+        _warn_once(f"{root}: {', '.join(checked.unverified)} cannot be checked against the "
+                   f"official {dataset.title} files (their MD5s are published for the .gz "
+                   "files); keep the official .gz files beside them to have them checked")
     raw = dataset.loader(root, size)
     return replace(raw, source=f"{dataset.title} ({root})")
 

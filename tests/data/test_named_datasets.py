@@ -321,7 +321,71 @@ def test_checksums_are_computed_once_per_file_version(tmp_path, monkeypatch) -> 
     (tmp_path / "f.bin").write_bytes(b"abcd")
     assert checksums.cached_md5(tmp_path, "f.bin") == hashlib.md5(b"abcd").hexdigest()
     assert len(calls) == 2
-    assert checksums.md5_mismatches(tmp_path, {"f.bin": expected, "absent": "0" * 32}) == ["f.bin"]
+    assert checksums.md5_mismatches(
+        tmp_path, {"f.bin": expected, "absent": "0" * 32}).differ == ["f.bin"]
+
+
+def _hex(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+def test_the_file_the_loader_reads_is_the_one_checked(tmp_path) -> None:
+    """IDX files may sit gunzipped beside (or instead of) the official .gz files, and the
+    loader then reads the gunzipped one: that one is checked, against the published MD5
+    of the content where one is given, else against an official .gz beside it."""
+    content = b"IDX content" * 1000
+    official_gz = gzip.compress(content, compresslevel=9, mtime=0)
+    official = {"a.gz": _hex(official_gz)}
+    gunzipped = {"a.gz": _hex(content)}
+
+    def check(known: bool = True) -> tuple[list[str], list[str]]:
+        found = checksums.md5_mismatches(tmp_path, official, gunzipped if known else None)
+        return found.differ, found.unverified
+
+    (tmp_path / "a.gz").write_bytes(official_gz)
+    assert check() == ([], [])
+    # Other gzip bytes, the official content (another compressor): the official data.
+    (tmp_path / "a.gz").write_bytes(gzip.compress(content, compresslevel=1, mtime=7))
+    assert _hex((tmp_path / "a.gz").read_bytes()) != official["a.gz"]
+    assert check() == ([], [])
+    assert check(known=False) == (["a.gz"], [])  # no published content MD5: bytes only
+    (tmp_path / "a.gz").write_bytes(gzip.compress(content + b"!", mtime=0))
+    assert check() == (["a.gz"], [])
+    (tmp_path / "a.gz").write_bytes(b"not gzip at all")
+    assert check() == (["a.gz"], [])
+
+    # The gunzipped file beside the official .gz is what is read, so what is checked.
+    (tmp_path / "a.gz").write_bytes(official_gz)
+    (tmp_path / "a").write_bytes(content)
+    assert check() == ([], []) and check(known=False) == ([], [])
+    (tmp_path / "a").write_bytes(content[:-1] + b"?")
+    assert check() == (["a"], []) and check(known=False) == (["a"], [])
+    # Alone, or beside a .gz that is not the official one: the content MD5, if published.
+    (tmp_path / "a.gz").write_bytes(b"not gzip at all")
+    assert check() == (["a"], []) and check(known=False) == ([], ["a"])
+    (tmp_path / "a.gz").unlink()
+    (tmp_path / "a").write_bytes(content)
+    assert check() == ([], []) and check(known=False) == ([], ["a"])
+
+
+def test_gunzipped_mnist_files_are_checked_and_fashion_ones_said_unchecked(
+        tmp_path, capsys, monkeypatch) -> None:
+    assert set(named.NAMED_DATASETS["mnist"].gunzipped_md5) == set(IDX_FILES)
+    for name, folder in (("mnist", tmp_path / "m"), ("fashion-mnist", tmp_path / "f")):
+        write_mnist_files(folder)
+        for gz in IDX_FILES:  # gunzipped only: the loader reads those
+            (folder / gz[: -len(".gz")]).write_bytes(gzip.decompress((folder / gz).read_bytes()))
+            (folder / gz).unlink()
+        monkeypatch.setattr(named, "_warned", set())
+        load_raw(parse_dataset_spec(f"{name}:{folder}"))
+        err = capsys.readouterr().err.strip()
+        stems = ", ".join(gz[: -len(".gz")] for gz in IDX_FILES)
+        assert err.startswith(f"warning: {folder}: {stems} ") and "\n" not in err
+        if name == "mnist":  # MNIST's content MD5s are published: these test files differ
+            assert "differ from the official MNIST files (MD5)" in err
+        else:
+            assert "cannot be checked against the official Fashion-MNIST files" in err
+            assert "keep the official .gz files beside them" in err
 
 
 # --- --download, offline through file:// URLs ---------------------------------------------
