@@ -161,17 +161,16 @@ def command_for(args: argparse.Namespace, *, method: str, epsilon: str, strategy
         command += ["--set", setting]
     if name == "run" and value is not None:
         command += ["--set", f"epochs={value}"]
-    packed = module == "raydp_synth.tune" and getattr(args, "gpus_per_trial", None) is not None
-    if packed:
+    search = module == "raydp_synth.tune"
+    if search and args.gpus_per_trial is not None:
         # tune's --gpus-per-trial F is the trial's GPU request; --use-gpu (one whole GPU
         # per worker) would contradict a fraction, so a search cell takes F alone.
         command += ["--gpus-per-trial", str(args.gpus_per_trial)]
     elif args.use_gpu:
         command.append("--use-gpu")
-    if module == "raydp_synth.tune":
-        if getattr(args, "max_concurrent", None) is not None:
-            command += ["--max-concurrent", str(args.max_concurrent)]
-    if getattr(args, "no_eval", False):
+    if search and args.max_concurrent is not None:
+        command += ["--max-concurrent", str(args.max_concurrent)]
+    if args.no_eval:
         command.append("--no-eval")
     return command
 
@@ -333,8 +332,9 @@ def main() -> int:
                         if not (run_dir / "bench_wall.json").is_file():
                             print(f"[bench] {name}: not trained, skipped", flush=True)
                             continue
-                        print("[bench] " + " ".join(evaluate_command(args, run_dir)), flush=True)
-                        if subprocess.run(evaluate_command(args, run_dir), check=False).returncode:
+                        evaluate = evaluate_command(args, run_dir)
+                        print("[bench] " + " ".join(evaluate), flush=True)
+                        if subprocess.run(evaluate, check=False).returncode:
                             print(f"[bench] {name}: evaluation failed; going on", flush=True)
                             failed.append(name)
                         keep_small_files(run_dir, args.results)

@@ -29,8 +29,8 @@ bench = _bench()
 
 def _args(**overrides) -> argparse.Namespace:
     base = dict(trials=8, tune_fraction=0.1, hypo_c=2.0, public_tuning="parquet:P",
-                default_share=0.5,
-                dataset="digits", delta=1e-5, data_dir=None, public=None, use_gpu=False)
+                default_share=0.5, dataset="digits", delta=1e-5, data_dir=None, public=None,
+                use_gpu=False, gpus_per_trial=None, max_concurrent=None, no_eval=False)
     return argparse.Namespace(**{**base, **overrides})
 
 
@@ -103,9 +103,9 @@ def _blocks(doc: str) -> dict[str, str]:
 def test_the_docs_strategy_tables_are_the_summaries_of_the_stored_runs() -> None:
     """Each generated block names its dataset (strategies-METHOD-DATASET-epsE or
     strategies-DATASET-...; a ``-h100`` suffix: the GPU's results folder); its rows
-    give the cells; summarise() over the stored
-    result files must give the block back (regenerate with the command in section
-    4.3 and --update docs/benchmarks.md --block NAME)."""
+    give the cells; summarise() over the stored result files must give the block back
+    (regenerate with the command in section 4.3 and --update docs/benchmarks.md
+    --block NAME)."""
     doc = (ROOT / "docs" / "benchmarks.md").read_text()
     blocks = _blocks(doc)
     assert blocks, "docs/benchmarks.md has no generated strategy table"

@@ -107,11 +107,13 @@ class Mismatches:
     unverified: list[str] = field(default_factory=list)
 
 
-def _gunzipped_matches(root: Path, relative: str, expected: str) -> bool:
+def _gunzipped_md5(root: Path, relative: str) -> str | None:
+    """The MD5 of ``root / relative``'s gzip content; None where it is not gzip or is
+    corrupt (then it holds no official content)."""
     try:
-        return cached_md5(root, relative, gunzip=True) == expected
-    except (OSError, EOFError, zlib.error):  # not gzip, or corrupt: not the official content
-        return False
+        return cached_md5(root, relative, gunzip=True)
+    except (OSError, EOFError, zlib.error):
+        return None
 
 
 def md5_mismatches(root: Path, official: Mapping[str, str],
@@ -133,23 +135,21 @@ def md5_mismatches(root: Path, official: Mapping[str, str],
         neither covers.
     """
     gunzipped = gunzipped or {}
-    found = Mismatches()
+    differ: list[str] = []
+    unverified: list[str] = []
     for relative, md5 in official.items():
         stem = relative[: -len(".gz")] if relative.endswith(".gz") else None
         if stem is not None and (root / stem).is_file():
             expected = gunzipped.get(relative)
             if (expected is None and (root / relative).is_file()
                     and cached_md5(root, relative) == md5):
-                try:
-                    expected = cached_md5(root, relative, gunzip=True)
-                except (OSError, EOFError, zlib.error):
-                    expected = None
+                expected = _gunzipped_md5(root, relative)
             if expected is None:
-                found.unverified.append(stem)
+                unverified.append(stem)
             elif cached_md5(root, stem) != expected:
-                found.differ.append(stem)
+                differ.append(stem)
         elif (root / relative).is_file() and cached_md5(root, relative) != md5:
-            if not (relative in gunzipped and _gunzipped_matches(root, relative,
-                                                                 gunzipped[relative])):
-                found.differ.append(relative)
-    return found
+            if relative not in gunzipped or (_gunzipped_md5(root, relative)
+                                             != gunzipped[relative]):
+                differ.append(relative)
+    return Mismatches(differ, unverified)
