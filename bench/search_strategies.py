@@ -32,9 +32,13 @@ Strategies (each at the same total ``--epsilon``, the whole search counted):
   tune CLI's own default): each trial is the method's default configuration with
   probability P, else a random draw (dp-hypo: the default has weight P in the prior
   that its proposals stay within a factor C of).
+* ``restarts``: random stopping with ``--default-share 1``: every trial is the default
+  configuration, and the study releases the best of K restarts by their private
+  scores (Papernot & Steinke's repeat-and-select with the default as the repeat).
 
 A strategy may carry its own setting, ``NAME:VALUE``, to compare variants in one
-table: the number of trials of ``compose:3`` / ``random-stopping:3`` (E[K]), the
+table: the number of trials of ``compose:3`` / ``random-stopping:3`` /
+``restarts:3`` (E[K]), the
 tuning fraction of ``subsampled:0.3``, the density-ratio bound of ``dp-hypo:2`` or
 ``dp-hypo-anchored:1.25``, the default share of ``subsampled-anchored:0.25`` (label
 ``subsampled-anchored-p0.25``), the epochs of ``run:30`` (``--set epochs=30``: the default run at the search space's
@@ -92,12 +96,13 @@ STRATEGIES: dict[str, tuple[str, list[str]]] = {
         *_RANDOM_STOPPING, "--default-share", "{default_share}"]),
     "subsampled-anchored": ("raydp_synth.tune", [
         *_SUBSAMPLED, "--default-share", "{default_share}"]),
+    "restarts": ("raydp_synth.tune", [*_RANDOM_STOPPING, "--default-share", "1"]),
 }
 
 
 #: strategy -> the placeholder that ``NAME:VALUE`` sets, and the label's prefix.
 VARIANTS: dict[str, tuple[str, str]] = {
-    "compose": ("trials", "n"), "random-stopping": ("trials", "n"),
+    "compose": ("trials", "n"), "random-stopping": ("trials", "n"), "restarts": ("trials", "n"),
     "subsampled": ("fraction", "q"), "dp-hypo": ("hypo_c", "c"), "run": ("epochs", "e"),
     "random-stopping-anchored": ("default_share", "p"),
     "subsampled-anchored": ("default_share", "p"), "dp-hypo-anchored": ("hypo_c", "c"),

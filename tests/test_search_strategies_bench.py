@@ -48,6 +48,9 @@ def _args(**overrides) -> argparse.Namespace:
      ["--trials", "8", "--default-share", "0.5"]),
     ("random-stopping-anchored:0.25", "random-stopping-anchored-p0.25",
      ["--sampler", "random", "--trials", "8", "--default-share", "0.25"]),
+    ("restarts:4", "restarts-n4",
+     ["--selection", "random-stopping", "--sampler", "random", "--trials", "4",
+      "--default-share", "1"]),
 ])
 def test_a_variant_sets_its_own_option_and_label(item, label, needle, tmp_path) -> None:
     assert bench.strategy_label(item) == label
@@ -83,6 +86,22 @@ def test_packing_and_no_eval_reach_the_cells_that_take_them(tmp_path) -> None:
     elsewhere = _args(dataset="mnist", data_dir="/data/mnist")  # trained on another host
     assert bench.evaluate_command(elsewhere, tmp_path / "cell")[-2:] == [
         "--dataset", "mnist:/data/mnist"]
+
+
+@pytest.mark.parametrize("item", [name for name, (module, _) in bench.STRATEGIES.items()
+                                  if module == "raydp_synth.tune"])
+def test_every_search_cell_is_a_study_that_tune_accepts(item, tmp_path) -> None:
+    """Each strategy's command, through tune's own parser and the request it builds
+    (which runs every refusal a study applies before Ray starts)."""
+    from raydp_synth.tune.__main__ import build_parser, study_request
+
+    command = bench.command_for(_args(), method="dpwgan", epsilon="10", strategy=item, seed=0,
+                                run_dir=tmp_path / "cell", settings=[])
+    request = study_request(build_parser().parse_args(
+        command[command.index("raydp_synth.tune") + 1:]))
+    if item == "restarts":
+        assert (request.selection, request.sampler, request.default_share) == (
+            "random-stopping", "random", 1.0)
 
 
 @pytest.mark.parametrize("item", ["nope", "public:3", "compose:x"])

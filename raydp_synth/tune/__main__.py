@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raydp_synth.cli import (
     add_cluster_arguments,
@@ -24,7 +25,10 @@ from raydp_synth.runtime.local_cluster import run_with_cluster
 from raydp_synth.tune.study_settings import DEFAULT_TRIALS, TRIAL_LOOPS
 from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from raydp_synth.tune.study import StudyRequest
+
+__all__ = ["build_parser", "main", "study_request"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "is the method's default config with probability P, else a random "
                         "draw of the space; with --sampler dp-hypo: the default's weight in "
                         "the prior (one fixed prior: the pricing is unchanged; default 0.5; "
-                        "0: random draws only)")
+                        "0: random draws only; 1, random-stopping with --sampler random: "
+                        "release the best of K restarts of the default config)")
     parser.add_argument("--search-space", type=Path, default=None,
                         help="YAML search space (default: the method's own, see "
                         "search_spaces/README.md)")
@@ -121,11 +126,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_console_from(args)
+    from raydp_synth.tune.study import run_study
+
+    request = study_request(args)
+    run_with_cluster(args.keep_cluster, lambda: run_study(request))
+    return 0
+
+
+def study_request(args: argparse.Namespace) -> StudyRequest:
+    """The study that this CLI's parsed ``args`` ask for, validated (the request
+    refuses, in one line, what cannot run); with ``--download``, the declared
+    datasets are fetched first."""
     from raydp_synth.config_file import load_config_file, merge_settings
     from raydp_synth.data.fetch import download_declared
     from raydp_synth.data.public import public_with_data_dir
     from raydp_synth.data.spec import with_data_dir, with_num_classes
-    from raydp_synth.tune.study import StudyRequest, run_study
+    from raydp_synth.tune.study import StudyRequest
 
     config_file = (load_config_file(args.config, method=args.method)
                    if args.config is not None else None)
@@ -152,8 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         tune_share=args.tune_share,
         **release_overrides(args),
     )
-    run_with_cluster(args.keep_cluster, lambda: run_study(request))
-    return 0
+    return request
 
 
 if __name__ == "__main__":

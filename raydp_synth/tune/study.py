@@ -86,7 +86,8 @@ class StudyRequest:
             (:mod:`raydp_synth.tune.search_space.anchored`); with ``--sampler
             dp-hypo``: the default's weight in the fixed prior that every proposal
             stays within a factor ``hypo_c`` of
-            (:mod:`raydp_synth.tune.search_space.dp_hypo`); 0: the space alone.
+            (:mod:`raydp_synth.tune.search_space.dp_hypo`); 0: the space alone; 1
+            (random stopping with ``--sampler random`` only): restarts of the default.
             None (the default) becomes :data:`DEFAULT_SHARE` where it applies and 0
             elsewhere, so that a constructed request holds the share it runs with.
         search_space: YAML file (None: the method's packaged default,
@@ -215,7 +216,10 @@ class StudyRequest:
         """``--default-share``: a probability, for random stopping's and subsampled
         tuning's priors (the random sampler's, dp-hypo's); unset,
         :data:`DEFAULT_SHARE` where one of them runs, else 0."""
-        from raydp_synth.tune.search_space.anchored import validate_default_share
+        from raydp_synth.tune.search_space.anchored import (
+            check_restarts,
+            validate_default_share,
+        )
 
         if self.default_share is None:
             applies = (self.selection in ("random-stopping", "subsampled")
@@ -233,6 +237,7 @@ class StudyRequest:
             raise ConfigError(f"--default-share mixes the default config into a fixed prior "
                               f"(the random or dp-hypo sampler's); --sampler {self.sampler} "
                               "has none: use --sampler random or dp-hypo")
+        check_restarts(self.default_share, selection=self.selection, sampler=self.sampler)
 
     def _check_subsampled(self) -> None:
         """``--selection subsampled``'s own refusals (one line each, with the fix)."""

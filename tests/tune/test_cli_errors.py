@@ -27,7 +27,10 @@ from raydp_synth.tune.__main__ import main
     (["dpaf", "--set", "epochs=abc"], "epochs"),
     (["dpaf", "--set", "epochs"], "key=value"),
     (["dpaf", "--default-share", "0.5"], "already runs it first"),
-    (["dpaf", "--selection", "random-stopping", "--default-share", "1"], "[0, 1)"),
+    (["dpaf", "--selection", "random-stopping", "--default-share", "1.5"], "[0, 1]"),
+    (["dpaf", "--selection", "subsampled", "--default-share", "1"], "selects nothing"),
+    (["dpaf", "--selection", "random-stopping", "--distribution", "geometric",
+      "--sampler", "dp-hypo", "--default-share", "1"], "nothing to adapt"),
 ])
 def test_bad_study_input_is_one_clear_line(argv, needle, capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_info:

@@ -134,6 +134,27 @@ def test_unset_the_share_is_half_where_it_applies(selection, sampler, share) -> 
     assert args.default_share is None  # the request decides
 
 
+def test_share_one_restarts_the_default_in_every_trial() -> None:
+    """``--default-share 1``: every trial of a random-stopping study is the default
+    point (restarts; only the training's randomness differs), whatever the scores."""
+    space, default, point = _space_and_default()
+    configs = _draw(_request(1.0), space, default, 40,
+                    score=lambda c, i: (-1.0) ** i)
+    assert all(_is_default(c, point) for c in configs)
+    assert all(c == configs[0] for c in configs)  # the fixed settings too
+
+
+def test_dp_hypo_refuses_a_prior_of_the_default_alone() -> None:
+    from raydp_synth.tune.search_space.dp_hypo import DPHyPOSampler, space_distributions
+
+    with pytest.raises(ConfigError, match="nothing to adapt"):
+        _dp_hypo_request(1.0, 1.25)
+    space, _, point = _space_and_default()
+    with pytest.raises(ConfigError, match="nothing to adapt"):  # the sampler itself too
+        DPHyPOSampler(space_distributions(space.define_by_run), density_ratio=1.25, seed=0,
+                      default_point=point, default_share=1.0)
+
+
 def test_share_zero_is_the_plain_random_sampler() -> None:
     space, default, _ = _space_and_default()
     search = optuna_search(_request(0.0), space, default)
@@ -141,9 +162,11 @@ def test_share_zero_is_the_plain_random_sampler() -> None:
 
 
 @pytest.mark.parametrize(("kw", "needle"), [
-    ({"share": 1.0}, "must be in [0, 1)"),
-    ({"share": -0.1}, "must be in [0, 1)"),
+    ({"share": 1.01}, "must be in [0, 1]"),
+    ({"share": -0.1}, "must be in [0, 1]"),
     ({"share": 0.5, "selection": "compose"}, "already runs it first"),
+    ({"share": 1.0, "selection": "compose"}, "already runs it first"),
+    ({"share": 1.0, "selection": "subsampled"}, "selects nothing"),
 ])
 def test_bad_requests_are_refused(kw: dict[str, Any], needle: str) -> None:
     with pytest.raises(ConfigError) as error:

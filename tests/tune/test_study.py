@@ -153,3 +153,37 @@ def test_random_stopping_study_prices_repeat_and_select_of_the_reference_plan(
     row = read_row(study)
     assert row.epsilon == pytest.approx(expected, rel=1e-9)
     assert row.counts == "whole search (random stopping, geometric, mean 1 trial)"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_restarts_study_trains_the_default_at_the_reference_plan(ray_local, tmp_path) -> None:
+    """``--default-share 1``: the one trial (geometric, mean 1) is the default
+    configuration, and its granted plan is E_ref itself, the plan the statement's
+    repeat-and-select prices; so a restart gets E_ref's whole epsilon."""
+    from dp_accounting import dp_event
+
+    from raydp_synth.config import config_to_dict
+    from raydp_synth.data import DataInfo
+    from raydp_synth.methods import get_method
+    from raydp_synth.tune.search_space import load_search_space
+
+    run_study(StudyRequest(
+        method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",
+        distribution="geometric", sampler="random", default_share=1.0, search_space=TINY,
+        storage=tmp_path, name="e2e-restarts", evaluate=False,
+    ))
+    study = tmp_path / "e2e-restarts"
+    entries = Ledger(study / "ledger.jsonl").entries()
+    header, grants = entries[0], [e for e in entries if e["kind"] == "grant"]
+    assert header["trial_count"] == 1 and len(grants) == 1
+    assert grants[0]["event"] == header["reference_event"]
+    info = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
+    space = load_search_space(TINY, "dpaf", info)
+    point = space.default_point(config_to_dict(get_method("dpaf").make_config(space.fixed, info)))
+    (params,) = [json.loads(p.read_text()) for p in study.glob("tune/*/params.json")]
+    assert point and {key: params[key] for key in point} == point
+    statement = json.loads((study / "release" / "privacy.json").read_text())
+    reference = event_from_json(header["reference_event"])
+    expected = epsilon_of(dp_event.RepeatAndSelectDpEvent(reference, 1.0, 1.0), delta=1e-5)
+    assert statement["epsilon"] == pytest.approx(expected, rel=1e-9) and expected <= 5.0

@@ -22,6 +22,16 @@ by the study's secret seed (:func:`raydp_synth.tune.study.optuna_search`), befor
 trial and independently of every other trial; so the trials stay i.i.d. runs of one
 randomised mechanism and random stopping's pricing applies unchanged (the theorem
 holds for any such distribution). With P = 0 this is the RandomSampler.
+
+With P = 1 every trial is the default configuration: random stopping then releases
+the best of K restarts of the default (each with fresh training randomness), chosen
+by their private scores. That is the "repeat" of Papernot & Steinke's
+repeat-and-select, whose theorem prices K i.i.d. runs of any randomised mechanism; a
+point mass is one fixed distribution like any other, so the pricing is again
+unchanged. It pays where one configuration's runs spread widely at one epsilon
+(docs/benchmarks.md, section 4.3). Only random stopping takes it
+(:class:`raydp_synth.tune.study.StudyRequest` refuses it elsewhere): under subsampled
+tuning it would select nothing, and under DP-HyPO it would leave nothing to adapt.
 """
 
 from __future__ import annotations
@@ -36,20 +46,49 @@ from optuna.trial import FrozenTrial
 
 from raydp_synth.errors import ConfigError
 
-__all__ = ["DefaultAnchoredSampler", "check_default_point", "default_value",
-           "validate_default_share"]
+__all__ = ["DP_HYPO_RESTARTS", "DefaultAnchoredSampler", "check_default_point",
+           "check_restarts", "default_value", "validate_default_share"]
+
+#: ``--default-share 1`` with ``--sampler dp-hypo``: a prior of the default alone.
+DP_HYPO_RESTARTS = ("--default-share 1 leaves --sampler dp-hypo a prior of the default "
+                    "config alone: nothing to adapt, at DP-HyPO's higher price; use "
+                    "--sampler random (the best of K restarts of the default, priced by "
+                    "random stopping)")
+
+#: ``--default-share 1`` under ``--selection subsampled``: nothing to select.
+SUBSAMPLED_RESTARTS = ("--default-share 1 under --selection subsampled selects nothing: "
+                       "every tuning trial and the final run would be the default config; "
+                       "use --selection random-stopping --sampler random --default-share 1 "
+                       "(the best of K restarts of the default) or one run "
+                       "(python -m raydp_synth.train)")
 
 
 def validate_default_share(share: float) -> float:
-    """``--default-share``: a probability in [0, 1) (1 would be no search at all).
+    """``--default-share``: a probability in [0, 1] (1: restarts of the default only).
 
     Raises:
-        ConfigError: outside [0, 1) or not a number.
+        ConfigError: outside [0, 1] or not a number.
     """
-    if not isinstance(share, (int, float)) or not 0 <= share < 1:
-        raise ConfigError(f"--default-share {share!r} must be in [0, 1): the probability "
-                          "that a trial is the default configuration (e.g. 0.5)")
+    if not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise ConfigError(f"--default-share {share!r} must be in [0, 1]: the probability "
+                          "that a trial is the default configuration (e.g. 0.5; 1: "
+                          "restarts of the default only)")
     return float(share)
+
+
+def check_restarts(share: float, *, selection: str, sampler: str) -> None:
+    """``--default-share 1`` (restarts of the default only) is random stopping with the
+    random sampler; elsewhere it would spend budget on choosing nothing.
+
+    Raises:
+        ConfigError: ``share == 1`` under subsampled tuning or with dp-hypo.
+    """
+    if share != 1:
+        return
+    if selection == "subsampled":
+        raise ConfigError(SUBSAMPLED_RESTARTS)
+    if sampler == "dp-hypo":
+        raise ConfigError(DP_HYPO_RESTARTS)
 
 
 def check_default_point(default_point: Mapping[str, Any] | None, share: float) -> None:
@@ -91,7 +130,7 @@ class DefaultAnchoredSampler(optuna.samplers.BaseSampler):
         default_point: a trial config of the space holding the method's defaults
             (:meth:`~raydp_synth.tune.search_space.space.SearchSpace.default_point`);
             a param it lacks is drawn from the prior in every trial.
-        share: P in [0, 1).
+        share: P in [0, 1] (1: every trial is the default point).
         seed: an int or a list of 32-bit words (secret under random stopping).
     """
 

@@ -162,7 +162,8 @@ class DPHyPOSampler(optuna.samplers.BaseSampler):
         bandwidth: the Gaussian kernel's width on the [0, 1]-scaled params.
         temperature: the softmax temperature on standardised predicted scores.
         default_point, default_share: the default's atom (``--default-share``): a
-            trial config of the space holding the method's defaults and P in [0, 1);
+            trial config of the space holding the method's defaults and P in [0, 1) (1, a
+            prior of the default alone, leaves nothing to adapt and is refused);
             the point is candidate 0, of prior weight r/(m + r) with
             r = round(P m/(1 - P)) copies (a param it lacks is drawn from the prior
             once, with the candidates). P = 0: no atom.
@@ -182,6 +183,7 @@ class DPHyPOSampler(optuna.samplers.BaseSampler):
     ) -> None:
         from raydp_synth.privacy.adaptive_tuning import validate_density_ratio
         from raydp_synth.tune.search_space.anchored import (
+            DP_HYPO_RESTARTS,
             check_default_point,
             default_value,
             validate_default_share,
@@ -195,6 +197,8 @@ class DPHyPOSampler(optuna.samplers.BaseSampler):
         self._distributions = dict(distributions)
         self._rng = np.random.default_rng(list(seed) if not isinstance(seed, int) else seed)
         share = validate_default_share(default_share)
+        if share == 1:
+            raise ConfigError(DP_HYPO_RESTARTS)
         check_default_point(default_point, share)
         self.candidates: list[dict[str, Any]] = [
             {name: draw_from_prior(d, self._rng) for name, d in self._distributions.items()}
