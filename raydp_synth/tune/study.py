@@ -338,7 +338,8 @@ def _run_study(request: StudyRequest) -> StudyResult:
     _LOG.info(f"study {prepared.name}: {prepared.method.name} on {request.dataset}, "
           f"epsilon={request.epsilon:g} delta={request.delta:g} for the whole search "
           f"({request.selection}, "
-          f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} trials)"
+          f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} "
+          f"{'restarts of the default config' if request.default_share == 1 else 'trials'})"
           if prepared.public_search is None else
           f"study {prepared.name}: {prepared.method.name}, {request.trials} trials "
           f"on the public {request.tune_on_public}, then one run on {request.dataset} at "

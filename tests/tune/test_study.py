@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -157,7 +158,8 @@ def test_random_stopping_study_prices_repeat_and_select_of_the_reference_plan(
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_restarts_study_trains_the_default_at_the_reference_plan(ray_local, tmp_path) -> None:
+def test_restarts_study_trains_the_default_at_the_reference_plan(ray_local, tmp_path,
+                                                                  caplog) -> None:
     """``--default-share 1``: the one trial (geometric, mean 1) is the default
     configuration, whose plan is E_ref's, the plan the statement's repeat-and-select
     prices: calibrated to be dominated by it, it gets E_ref's epsilon within the
@@ -170,11 +172,14 @@ def test_restarts_study_trains_the_default_at_the_reference_plan(ray_local, tmp_
     from raydp_synth.privacy.accounting import dominates
     from raydp_synth.tune.search_space import load_search_space
 
-    run_study(StudyRequest(
-        method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",
-        distribution="geometric", sampler="random", default_share=1.0, search_space=TINY,
-        storage=tmp_path, name="e2e-restarts", evaluate=False,
-    ))
+    with caplog.at_level(logging.INFO, logger="raydp_synth"):
+        run_study(StudyRequest(
+            method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",
+            distribution="geometric", sampler="random", default_share=1.0,
+            search_space=TINY, storage=tmp_path, name="e2e-restarts", evaluate=False,
+        ))
+    assert any("(random-stopping, mean 1 restarts of the default config)" in r.getMessage()
+               for r in caplog.records)
     study = tmp_path / "e2e-restarts"
     entries = Ledger(study / "ledger.jsonl").entries()
     header, grants = entries[0], [e for e in entries if e["kind"] == "grant"]
