@@ -711,6 +711,7 @@ def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
         trial_loop=request.trial_loop,
         tune_fraction=request.tune_fraction if prepared.tuning_rdp is not None else None,
         tuning_rdp=prepared.tuning_rdp, planned=planned,
+        restarts=request.default_share == 1,
     )
 
 

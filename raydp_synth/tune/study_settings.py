@@ -9,6 +9,7 @@ travels separately.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,7 +96,8 @@ class StudySettings:
         dataset: dataset spec, absolute paths (each trial loads it again).
         public: the effective public-data declaration (the user's ``--public`` or
             the method's documented default), or None.
-        seed: the public seed (data split, initialisation).
+        seed: the public seed (data split, initialisation; a restart draws its own
+            initialisation, :meth:`trial_seed`).
         epsilon, delta: the total budget of the whole search.
         selection: ``compose``, ``random-stopping`` or :data:`PUBLIC_SEARCH` (a
             search on data declared public: ``dataset`` is that data, never the
@@ -119,6 +121,8 @@ class StudySettings:
         tuning_rdp: its tuning phase's RDP curve on ORDERS (public arithmetic of E_ref,
             the trial-count law and q), which the final run's plan composes with.
         planned: a compose trial's plan the driver already computed, or None.
+        restarts: ``--default-share 1`` (every trial the default configuration): each
+            trial draws its own public seed (:meth:`trial_seed`).
     """
 
     study_name: str
@@ -145,6 +149,25 @@ class StudySettings:
     tune_fraction: float | None = None
     tuning_rdp: tuple[float, ...] | None = None
     planned: PlannedTrial | None = None
+    restarts: bool = False
+
+    def trial_seed(self) -> int:
+        """The public seed of one trial's configuration: its initial weights and its
+        synthetic (latent) draws. The data split always uses :attr:`seed`.
+
+        :attr:`seed` for every trial, except in a restarts study, whose trials are all
+        the default configuration: there each trial draws its own seed from OS
+        entropy, so that the restarts differ in their initialisation as well as in
+        their secret DP draws (with one shared initialisation, a seed that trains
+        poorly makes every restart poor: docs/benchmarks.md, section 4.3).
+
+        Privacy: the draw depends neither on the data nor on any other trial, so the
+        trials stay i.i.d. runs of one randomised mechanism, which is what random
+        stopping's pricing needs. The seed is released with the trial's config; being
+        independent of the data and of the trial count K, it tells nothing about
+        either (nor about the secret DP seed, which is drawn separately).
+        """
+        return secrets.randbelow(2**31) if self.restarts else self.seed
 
     def plan_inputs(self) -> tuple[Any, ...]:
         """What a compose trial's plan depends on besides its config and the grants."""

@@ -191,7 +191,8 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     if on_subset and (tuning_subset is None or study.tune_fraction is None):
         raise RuntimeError("a subsampled tuning trial without its tuning subset")
     try:
-        settings = {**study.space.settings_from_trial_config(config), "seed": study.seed}
+        settings = {**study.space.settings_from_trial_config(config),
+                    "seed": study.trial_seed()}
         if on_subset:
             from raydp_synth.tune.extrapolation import subset_config, subset_data
 

@@ -199,3 +199,7 @@ def test_restarts_study_trains_the_default_at_the_reference_plan(ray_local, tmp_
     statement = json.loads((study / "release" / "privacy.json").read_text())
     expected = epsilon_of(dp_event.RepeatAndSelectDpEvent(reference, 1.0, 1.0), delta=1e-5)
     assert statement["epsilon"] == pytest.approx(expected, rel=1e-9) and expected <= 5.0
+    # The restart drew its own initialisation (StudySettings.trial_seed), released with
+    # its config; the study's seed (0) still split the data.
+    released = json.loads((study / "release" / "generator.json").read_text())
+    assert released["config"]["seed"] != 0

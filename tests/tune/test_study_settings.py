@@ -91,3 +91,19 @@ def test_a_trial_reuses_the_drivers_plan_only_for_the_same_inputs(tmp_path: Path
     second = trial_plan_of(study, dpaf, config, granted)
     assert second is not fresh and second.epsilon() == pytest.approx(fresh.epsilon(), rel=0.05)
     assert trial_plan_of(dataclasses.replace(study, epsilon=4.0), dpaf, config, []) is not fresh
+
+
+def test_a_trial_seeds_its_configuration_with_the_study_seed(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, seed=7, selection="random-stopping",
+                         reference_event=_reference_event())
+    assert {settings.trial_seed() for _ in range(5)} == {7}
+
+
+def test_each_restart_draws_its_own_seed(tmp_path: Path) -> None:
+    """``--default-share 1``: every call (one per trial) a fresh draw in [0, 2**31),
+    not the study's seed; 64 draws collide with probability about 1e-6."""
+    settings = _settings(tmp_path, seed=7, selection="random-stopping",
+                         reference_event=_reference_event(), restarts=True)
+    seeds = [settings.trial_seed() for _ in range(64)]
+    assert len(set(seeds)) == 64 and all(0 <= s < 2**31 for s in seeds)
+    assert settings.seed == 7  # the data split's seed stays the study's
