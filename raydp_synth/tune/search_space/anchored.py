@@ -25,11 +25,11 @@ holds for any such distribution). With P = 0 this is the RandomSampler.
 
 With P = 1 every trial is the default configuration: random stopping then releases
 the best of K restarts of the default, chosen by their private scores. Each restart
-draws its own initialisation (:meth:`raydp_synth.tune.study_settings.StudySettings.trial_seed`,
-from OS entropy) as well as its own secret DP randomness. That is the "repeat" of Papernot & Steinke's
-repeat-and-select, whose theorem prices K i.i.d. runs of any randomised mechanism; a
-point mass is one fixed distribution like any other, so the pricing is again
-unchanged. It pays where one configuration's runs spread widely at one epsilon
+draws its own initialisation from OS entropy
+(:meth:`raydp_synth.tune.study_settings.StudySettings.trial_seed`) as well as its own
+secret DP randomness. That is the "repeat" of Papernot & Steinke's repeat-and-select,
+whose theorem prices K i.i.d. runs of any randomised mechanism; a point mass is one
+fixed distribution like any other, so the pricing is again unchanged. It pays where one configuration's runs spread widely at one epsilon
 (docs/benchmarks.md, section 4.3). Only random stopping takes it
 (:class:`raydp_synth.tune.study.StudyRequest` refuses it elsewhere): under subsampled
 tuning it would select nothing, and under DP-HyPO it would leave nothing to adapt.
