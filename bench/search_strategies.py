@@ -38,12 +38,11 @@ Strategies (each at the same total ``--epsilon``, the whole search counted):
 
 A strategy may carry its own setting, ``NAME:VALUE``, to compare variants in one
 table: the number of trials of ``compose:3`` / ``random-stopping:3`` /
-``restarts:3`` (E[K]), the
-tuning fraction of ``subsampled:0.3``, the density-ratio bound of ``dp-hypo:2`` or
-``dp-hypo-anchored:1.25``, the default share of ``subsampled-anchored:0.25`` (label
-``subsampled-anchored-p0.25``), the epochs of ``run:30`` (``--set epochs=30``: the default run at the search space's
-epochs). Its cells are labelled ``compose-n3``, ``subsampled-q0.3``, ``dp-hypo-c2``,
-``run-e30``.
+``restarts:3`` (E[K]), the tuning fraction of ``subsampled:0.3``, the density-ratio
+bound of ``dp-hypo:2`` or ``dp-hypo-anchored:1.25``, the default share of
+``subsampled-anchored:0.25`` (label ``subsampled-anchored-p0.25``), the epochs of
+``run:30`` (``--set epochs=30``: the default run at the search space's epochs). Its
+cells are labelled ``compose-n3``, ``subsampled-q0.3``, ``dp-hypo-c2``, ``run-e30``.
 
 ``--no-eval`` trains every cell without its evaluation (on a GPU host, where the
 CPU evaluation is slow, or to copy the runs elsewhere); ``--evaluate-only`` then runs

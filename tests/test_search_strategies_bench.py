@@ -92,7 +92,8 @@ def test_packing_and_no_eval_reach_the_cells_that_take_them(tmp_path) -> None:
                                   if module == "raydp_synth.tune"])
 def test_every_search_cell_is_a_study_that_tune_accepts(item, tmp_path) -> None:
     """Each strategy's command, through tune's own parser and the request it builds
-    (which runs every refusal a study applies before Ray starts)."""
+    (which applies the request's refusals; the study directory and budget checks
+    come later, in run_study)."""
     from raydp_synth.tune.__main__ import build_parser, study_request
 
     command = bench.command_for(_args(), method="dpwgan", epsilon="10", strategy=item, seed=0,

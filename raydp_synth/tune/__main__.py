@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "is the method's default config with probability P, else a random "
                         "draw of the space; with --sampler dp-hypo: the default's weight in "
                         "the prior (one fixed prior: the pricing is unchanged; default 0.5; "
-                        "0: random draws only; 1, random-stopping with --sampler random: "
-                        "release the best of K restarts of the default config)")
+                        "0: random draws only; 1, random-stopping with --sampler random "
+                        "only: the best of K restarts of the default config)")
     parser.add_argument("--search-space", type=Path, default=None,
                         help="YAML search space (default: the method's own, see "
                         "search_spaces/README.md)")

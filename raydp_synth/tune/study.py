@@ -650,9 +650,38 @@ def _check_study_dir(request: StudyRequest, study_dir: Path) -> None:
     if request.resume:
         if not (study_dir / "study.json").is_file():
             raise ConfigError(f"--resume: {study_dir} holds no study; check --storage and --name")
+        _check_resumed_prior(request, study_dir)
     elif study_dir.exists() and any(study_dir.iterdir()):
         raise ConfigError(f"study {study_dir} already exists; pass --resume to continue it "
                           "or choose a new --name")
+
+
+#: A random-stopping study's settings that decide how its trials are drawn, by flag.
+_TRIAL_DISTRIBUTION = (("sampler", "--sampler"), ("default_share", "--default-share"),
+                       ("hypo_c", "--hypo-c"))
+
+
+def _check_resumed_prior(request: StudyRequest, study_dir: Path) -> None:
+    """A resumed random-stopping study draws its remaining trials as it drew the first.
+
+    Random stopping prices K i.i.d. trials; a resume with another sampler, default
+    share or density ratio would draw the rest from another distribution (and a
+    restarts study's would lose their own initialisations). The ledger checks the
+    pricing's settings; this checks the distribution's, against ``study.json``.
+    Compose prices any choice of trials, so there they may change.
+
+    Raises:
+        ConfigError: one line naming the flag and the value the study was started with.
+    """
+    if request.selection != "random-stopping":
+        return
+    started = json.loads((study_dir / "study.json").read_text()).get("request", {})
+    for name, flag in _TRIAL_DISTRIBUTION:
+        if name in started and started[name] != getattr(request, name):
+            raise ConfigError(f"--resume: study {study_dir.name} was started with {flag} "
+                              f"{started[name]}, not {getattr(request, name)}; resume with "
+                              f"the same {flag} (random stopping's trials must all be drawn "
+                              "from one distribution)")
 
 
 def _start_accountant(request: StudyRequest, prepared: _PreparedStudy) -> Any:

@@ -152,8 +152,9 @@ class StudySettings:
     restarts: bool = False
 
     def trial_seed(self) -> int:
-        """The public seed of one trial's configuration: its initial weights and its
-        synthetic (latent) draws. The data split always uses :attr:`seed`.
+        """The public seed of one trial's configuration: its initial weights and the
+        latent draws of its training. The data split, the selection score's classifier
+        and the release's synthetic samples use :attr:`seed`.
 
         :attr:`seed` for every trial, except in a restarts study, whose trials are all
         the default configuration: there each trial draws its own seed from OS
@@ -161,11 +162,12 @@ class StudySettings:
         their secret DP draws (with one shared initialisation, a seed that trains
         poorly makes every restart poor: docs/benchmarks.md, section 4.3).
 
-        Privacy: the draw depends neither on the data nor on any other trial, so the
-        trials stay i.i.d. runs of one randomised mechanism, which is what random
-        stopping's pricing needs. The seed is released with the trial's config; being
-        independent of the data and of the trial count K, it tells nothing about
-        either (nor about the secret DP seed, which is drawn separately).
+        Privacy: each draw depends neither on the data, nor on any other trial, nor on
+        the secret DP seed (drawn separately), so the trials stay i.i.d. runs of one
+        randomised mechanism, which is what random stopping's pricing needs. The
+        released trial's seed is part of that trial's output, like its weights: being
+        the selected one, it depends on the data and on K as they do, and the
+        repeat-and-select theorem covers it as it covers them.
         """
         return secrets.randbelow(2**31) if self.restarts else self.seed
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -223,3 +224,38 @@ def test_tpe_has_no_prior_to_anchor() -> None:
     with pytest.raises(ConfigError, match="use --sampler random or dp-hypo"):
         StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",
                      sampler="tpe", default_share=0.5)
+
+
+def _started(tmp_path, request: StudyRequest):
+    """A study folder whose study.json records ``request`` as the study writes it."""
+    import dataclasses
+    import json
+
+    study_dir = tmp_path / "s"
+    study_dir.mkdir()
+    (study_dir / "study.json").write_text(json.dumps({"request": {
+        k: (str(v) if isinstance(v, Path) else v)
+        for k, v in dataclasses.asdict(request).items()}}))
+    return study_dir
+
+
+def test_a_random_stopping_resume_draws_its_trials_as_the_study_did(tmp_path) -> None:
+    """The function the study runs on --resume, before Ray: another --default-share
+    (restarts to a mixture, or back) is refused in one line; the same one passes."""
+    from dataclasses import replace
+
+    from raydp_synth.tune.study import _check_study_dir
+
+    started = _request(1.0)
+    study_dir = _started(tmp_path, started)
+    _check_study_dir(replace(started, resume=True), study_dir)  # the same: resumes
+    with pytest.raises(ConfigError, match="--default-share 1.0, not 0.5") as error:
+        _check_study_dir(_request(0.5, resume=True), study_dir)  # restarts to a mixture
+    assert "\n" not in str(error.value)
+    dp_hypo = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, resume=True,
+                           selection="random-stopping", distribution="geometric",
+                           sampler="dp-hypo")
+    with pytest.raises(ConfigError, match="--sampler random, not dp-hypo"):
+        _check_study_dir(dp_hypo, study_dir)
+    compose = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, resume=True)
+    _check_study_dir(compose, study_dir)  # compose prices any choice: not checked

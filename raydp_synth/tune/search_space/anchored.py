@@ -29,8 +29,9 @@ draws its own initialisation from OS entropy
 (:meth:`raydp_synth.tune.study_settings.StudySettings.trial_seed`) as well as its own
 secret DP randomness. That is the "repeat" of Papernot & Steinke's repeat-and-select,
 whose theorem prices K i.i.d. runs of any randomised mechanism; a point mass is one
-fixed distribution like any other, so the pricing is again unchanged. It pays where one configuration's runs spread widely at one epsilon
-(docs/benchmarks.md, section 4.3). Only random stopping takes it
+fixed distribution like any other, so the pricing is again unchanged. It pays where
+one configuration's runs spread widely at one epsilon (docs/benchmarks.md, section
+4.3). Only random stopping takes it
 (:class:`raydp_synth.tune.study.StudyRequest` refuses it elsewhere): under subsampled
 tuning it would select nothing, and under DP-HyPO it would leave nothing to adapt.
 """
@@ -146,7 +147,8 @@ class DefaultAnchoredSampler(optuna.samplers.BaseSampler):
         # RandomSampler: one int would be 32 bits). Neither keeps the seed itself,
         # which Tune would otherwise pickle with the searcher.
         self._coins = np.random.RandomState(_stream(words, 1))
-        self._prior = optuna.samplers.RandomSampler(seed=_stream(words, 2))  # type: ignore[arg-type]
+        self._prior = optuna.samplers.RandomSampler(
+            seed=_stream(words, 2))  # type: ignore[arg-type]
         self._is_default: dict[int, bool] = {}
 
     def is_default(self, trial_number: int) -> bool:
