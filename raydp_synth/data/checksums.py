@@ -92,7 +92,7 @@ def cached_md5(root: Path, relative: str, *, gunzip: bool = False) -> str:
     if (isinstance(entry, dict) and entry.get("size") == stat.st_size
             and entry.get("mtime_ns") == stat.st_mtime_ns and isinstance(entry.get("md5"), str)):
         return str(entry["md5"])
-    md5 = file_md5(path, gunzip=True) if gunzip else file_md5(path)
+    md5 = file_md5(path, gunzip=gunzip)
     cache[key] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "md5": md5}
     _write_cache(root, cache)
     return md5

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from raydp_synth.tune.search_space import SearchSpace
 
 __all__ = ["SELECTIONS", "StudyRequest", "StudyResult", "check_first_trial_affordable",
-           "first_points", "no_release_message", "optuna_search", "run_study"]
+           "first_points", "no_release_message", "optuna_search", "request_json", "run_study"]
 
 #: CPUs of a trial's driver process beyond its loop's (a 1-worker trial runs its loop
 #: itself and asks for the worker's share too: raydp_synth.tune.trial.trial_resources).
@@ -258,6 +258,12 @@ class StudyRequest:
                               "priced with subsampling); use --sampler random")
 
     @property
+    def restarts(self) -> bool:
+        """``--default-share 1``: every trial the default configuration (the request
+        refuses it outside random stopping with the random sampler)."""
+        return self.default_share == 1
+
+    @property
     def density_ratio(self) -> float:
         """The accountant's density-ratio bound c: ``hypo_c`` under dp-hypo, else 1."""
         return float(self.hypo_c) if self.sampler == "dp-hypo" else 1.0
@@ -339,7 +345,7 @@ def _run_study(request: StudyRequest) -> StudyResult:
           f"epsilon={request.epsilon:g} delta={request.delta:g} for the whole search "
           f"({request.selection}, "
           f"{'mean ' if request.selection != 'compose' else 'at most '}{request.trials} "
-          f"{'restarts of the default config' if request.default_share == 1 else 'trials'})"
+          f"{'restarts of the default config' if request.restarts else 'trials'})"
           if prepared.public_search is None else
           f"study {prepared.name}: {prepared.method.name}, {request.trials} trials "
           f"on the public {request.tune_on_public}, then one run on {request.dataset} at "
@@ -656,6 +662,12 @@ def _check_study_dir(request: StudyRequest, study_dir: Path) -> None:
                           "or choose a new --name")
 
 
+def request_json(request: StudyRequest) -> dict[str, Any]:
+    """The request as ``study.json`` records it (paths as strings), which a
+    ``--resume`` is checked against (:func:`_check_resumed_prior`)."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()}
+
+
 #: A random-stopping study's settings that decide how its trials are drawn, by flag.
 _TRIAL_DISTRIBUTION = (("sampler", "--sampler"), ("default_share", "--default-share"),
                        ("hypo_c", "--hypo-c"))
@@ -706,7 +718,7 @@ def _start_accountant(request: StudyRequest, prepared: _PreparedStudy) -> Any:
     ray.get(accountant.status.remote())  # surfaces a ledger/settings mismatch now
     if not request.resume:
         (study_dir / "study.json").write_text(json.dumps({
-            "request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()},
+            "request": request_json(request),
             "data_info": prepared.data.__dict__, "search_space": str(prepared.space.path),
             "public": prepared.public,
             "reference_plan": reference.to_dict() if reference is not None else None,
@@ -740,7 +752,7 @@ def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
         trial_loop=request.trial_loop,
         tune_fraction=request.tune_fraction if prepared.tuning_rdp is not None else None,
         tuning_rdp=prepared.tuning_rdp, planned=planned,
-        restarts=request.default_share == 1,
+        restarts=request.restarts,
     )
 
 

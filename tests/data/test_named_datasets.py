@@ -313,7 +313,8 @@ def test_checksums_are_computed_once_per_file_version(tmp_path, monkeypatch) -> 
     (tmp_path / "f.bin").write_bytes(b"abc")
     calls = []
     real = checksums.file_md5
-    monkeypatch.setattr(checksums, "file_md5", lambda p: calls.append(p) or real(p))
+    monkeypatch.setattr(checksums, "file_md5",
+                        lambda p, **kw: calls.append(p) or real(p, **kw))
     expected = hashlib.md5(b"abc").hexdigest()
     assert checksums.cached_md5(tmp_path, "f.bin") == expected
     assert checksums.cached_md5(tmp_path, "f.bin") == expected

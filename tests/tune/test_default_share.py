@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import pickle
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -228,14 +227,13 @@ def test_tpe_has_no_prior_to_anchor() -> None:
 
 def _started(tmp_path, request: StudyRequest):
     """A study folder whose study.json records ``request`` as the study writes it."""
-    import dataclasses
     import json
+
+    from raydp_synth.tune.study import request_json
 
     study_dir = tmp_path / "s"
     study_dir.mkdir()
-    (study_dir / "study.json").write_text(json.dumps({"request": {
-        k: (str(v) if isinstance(v, Path) else v)
-        for k, v in dataclasses.asdict(request).items()}}))
+    (study_dir / "study.json").write_text(json.dumps({"request": request_json(request)}))
     return study_dir
 
 
