@@ -105,6 +105,26 @@ def test_every_search_cell_is_a_study_that_tune_accepts(item, tmp_path) -> None:
             "random-stopping", "random", 1.0)
 
 
+def test_a_committed_result_is_kept_without_its_run_directory(tmp_path, monkeypatch) -> None:
+    """A fresh clone has bench/results/ (committed) but no bench/runs/ (ignored): the
+    documented commands must keep the committed cells, not train and overwrite them."""
+    results = tmp_path / "results" / "dpwgan-digits-eps1-run-s0"
+    results.mkdir(parents=True)
+    (results / "evaluation.json").write_text('{"final": {"cas_logreg": 0.5}}')
+
+    def no_training(*args, **kwargs):
+        raise AssertionError(f"a kept cell was run: {args}")
+
+    monkeypatch.setattr(bench.subprocess, "run", no_training)
+    monkeypatch.setattr(sys, "argv", [
+        "search_strategies.py", "--methods", "dpwgan", "--epsilons", "1", "--seeds", "1",
+        "--strategies", "run", "--out", str(tmp_path / "runs"),
+        "--results", str(tmp_path / "results")])
+    assert bench.main() == 0
+    assert not (tmp_path / "runs").exists()
+    assert (results / "evaluation.json").read_text() == '{"final": {"cas_logreg": 0.5}}'
+
+
 @pytest.mark.parametrize("item", ["nope", "public:3", "compose:x"])
 def test_bad_strategies_are_refused(item) -> None:
     with pytest.raises(SystemExit):
