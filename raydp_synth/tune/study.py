@@ -462,6 +462,11 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
         public_records(request.public_validation, like=splits.train, seed=request.seed)  # validates
     score_share = 0.0 if request.public_validation else request.score_share
     default = method.make_config({**space.fixed, "seed": request.seed}, data)
+    if request.restarts:
+        from raydp_synth.config import config_to_dict
+        from raydp_synth.tune.search_space.anchored import check_restarts_point
+
+        check_restarts_point(space.params, space.default_point(config_to_dict(default)))
     reference = None
     if request.selection == "random-stopping":
         try:
@@ -1035,6 +1040,10 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
     trial_id = info["trial_id"]
     (study_dir / "run.json").write_text(json.dumps({
         "method": request.method, "dataset": request.dataset, "seed": request.seed,
+        # What each seed drove in the released trial: the data splits (and the
+        # evaluation's, which reads "seed") and the initialisation (a restart's own).
+        "data_seed": info.get("data_seed", request.seed),
+        "init_seed": info["generator"]["config"].get("seed"),
         "study": name, "released_trial": trial_id, "checkpoints": f"trials/{trial_id}",
         **(extra or {}).get("run", {}),
     }, indent=2))

@@ -279,7 +279,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
         torch.save(generator.module.state_dict(), Path(tmp) / "generator.pt")
         (Path(tmp) / TRIAL_CHECKPOINT).write_text(json.dumps({
             "trial_id": trial_id, "generator": generator.descriptor(), "plan": plan.to_dict(),
-            "score": score.to_dict(),
+            "score": score.to_dict(), "data_seed": common["data_seed"],
         }))
         last = metrics[-1] if metrics else {}
         _report_final({"score": score.value, "granted": int(not on_public),

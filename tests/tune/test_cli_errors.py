@@ -42,6 +42,25 @@ def test_bad_study_input_is_one_clear_line(argv, needle, capsys, tmp_path) -> No
     assert not any(tmp_path.iterdir()), "a refused study wrote files"
 
 
+def test_restarts_refuse_a_space_that_leaves_out_a_default(capsys, tmp_path_factory) -> None:
+    """--default-share 1 promises restarts of the default: a user's space whose range
+    excludes a default value (dpwgan's n_critic 1) would draw it at random in every
+    restart, so the study is refused, with the fix, before anything is written."""
+    space = tmp_path_factory.mktemp("space") / "dpwgan.yaml"
+    space.write_text("method: dpwgan\nparams:\n  n_critic: {type: int, low: 2, high: 3}\n"
+                     "  lr_d: {type: float, low: 3.0e-4, high: 3.0e-3, log: true}\n")
+    storage = tmp_path_factory.mktemp("storage")
+    argv = ["dpwgan", "--selection", "random-stopping", "--sampler", "random",
+            "--default-share", "1", "--search-space", str(space), "--storage", str(storage)]
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main, argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err
+    assert "n_critic" in err and "lr_d" not in err and "--set n_critic=" in err
+    assert not any(storage.iterdir()), "a refused study wrote files"
+
+
 def test_an_existing_study_is_not_overwritten(capsys, tmp_path) -> None:
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "ledger.jsonl").write_text("{}\n")

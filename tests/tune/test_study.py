@@ -203,3 +203,8 @@ def test_restarts_study_trains_the_default_at_the_reference_plan(ray_local, tmp_
     # its config; the study's seed (0) still split the data.
     released = json.loads((study / "release" / "generator.json").read_text())
     assert released["config"]["seed"] != 0
+    # run.json names both: the trial's loop got the study's seed for its data splits
+    # (recorded from the loop's own argument), the restart's for its initialisation.
+    run = json.loads((study / "run.json").read_text())
+    assert (run["seed"], run["data_seed"]) == (0, 0)
+    assert run["init_seed"] == released["config"]["seed"]

@@ -49,7 +49,8 @@ from optuna.trial import FrozenTrial
 from raydp_synth.errors import ConfigError
 
 __all__ = ["DP_HYPO_RESTARTS", "DefaultAnchoredSampler", "check_default_point",
-           "check_restarts", "default_value", "validate_default_share"]
+           "check_restarts", "check_restarts_point", "default_value",
+           "validate_default_share"]
 
 #: ``--default-share 1`` with ``--sampler dp-hypo``: a prior of the default alone.
 DP_HYPO_RESTARTS = ("--default-share 1 leaves --sampler dp-hypo a prior of the default "
@@ -103,6 +104,26 @@ def check_default_point(default_point: Mapping[str, Any] | None, share: float) -
     if share > 0 and not default_point:
         raise ConfigError("--default-share: no value of the method's default config lies "
                           "in the search space; widen the space or drop --default-share")
+
+
+def check_restarts_point(params: Mapping[str, Any], default_point: Mapping[str, Any]) -> None:
+    """``--default-share 1`` promises restarts of the default config: every sampled
+    param (``params``, a search space's, by name, each with its ``trial_keys``) must
+    hold the default's value. A param whose default lies outside its range would
+    otherwise be drawn at random in every restart (the trials stay i.i.d., so the
+    pricing would hold, but they would not be restarts of the default).
+
+    Raises:
+        ConfigError: some param lacks the default's value, named with the fix.
+    """
+    missing = [name for name, param in params.items()
+               if not set(param.trial_keys) <= set(default_point)]
+    if missing:
+        raise ConfigError(
+            f"--default-share 1 (restarts of the default config): the default value of "
+            f"{', '.join(missing)} lies outside the search space, so every restart would "
+            f"draw it at random; fix it with --set {missing[0]}=VALUE or widen its range "
+            "in the search space to hold the default")
 
 
 def default_value(name: str, dist: BaseDistribution, value: Any) -> Any:
