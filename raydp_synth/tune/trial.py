@@ -48,7 +48,7 @@ from raydp_synth.tune.study_settings import (
     StudySettings,
 )
 
-__all__ = ["TRIAL_CHECKPOINT", "TRIAL_METRICS", "TRIAL_TIMING", "in_process",
+__all__ = ["TRIAL_CHECKPOINT", "TRIAL_METRICS", "TRIAL_TIMING", "in_process", "plan_or_refusal",
            "run_trial", "trial_resources", "trial_trainable"]
 
 TRIAL_CHECKPOINT = "trial.json"
@@ -159,6 +159,26 @@ def trial_plan_of(study: StudySettings, method: Any, config: Any,
                       trial_data=data)
 
 
+def plan_or_refusal(study: StudySettings, method: Any, config: Any,
+                    granted_events: list[dict[str, Any]],
+                    data: Any = None) -> tuple[Any, dict[str, Any] | None]:
+    """The trial's plan (:func:`trial_plan_of`) and None; or None and the result that
+    reports the configuration invalid, when no plan of it fits (a ConfigError of the
+    calibration: e.g. under random stopping a draw that no noise up to the
+    calibration's limit makes dominated by E_ref). Like an invalid combination of
+    settings, it asks no grant and reads nothing: the plan is a function of the
+    public config, E_ref and the grants so far, so the refusal and its reason are
+    public. A subsampled study's final run is not a search trial: its error stands.
+    """
+    try:
+        return trial_plan_of(study, method, config, granted_events, data), None
+    except ConfigError as err:
+        if study.selection == SUBSAMPLED_FINAL:
+            raise
+        return None, {"score": REFUSED_SCORE, "granted": 0, "invalid": 1,
+                      "reason": f"no privacy plan of this configuration fits the study: {err}"}
+
+
 def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: bool = False,
               tuning_subset: Any = None) -> None:
     """Ray Tune function trainable (:func:`trial_trainable`): ``config`` is what Tune
@@ -211,7 +231,10 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     granted_events: list[dict[str, Any]] = []
     if accountant is not None and study.selection == "compose":  # grants so far, in order
         granted_events = ray.get(accountant.granted_events.remote())
-    plan = trial_plan_of(study, method, config, granted_events, data)
+    plan, refusal = plan_or_refusal(study, method, config, granted_events, data)
+    if refusal is not None:  # nothing charged, nothing read
+        _report_final(refusal)
+        return
     stamps["planned"] = time.time()
     if accountant is not None:
         # A fresh nonce per attempt: a retried *call* gets its grant back, a rerun

@@ -107,3 +107,32 @@ def test_each_restart_draws_its_own_seed(tmp_path: Path) -> None:
     seeds = [settings.trial_seed() for _ in range(64)]
     assert len(set(seeds)) == 64 and all(0 <= s < 2**31 for s in seeds)
     assert settings.seed == 7  # the data split's seed stays the study's
+
+
+def test_a_draw_with_no_dominated_plan_is_an_invalid_trial_not_a_crash(tmp_path: Path) -> None:
+    """Random stopping at epsilon 1 on digits: dpwgan's draws at batch 128 have no plan
+    dominated by E_ref (batch 64) at dp-accounting's fractional orders, whatever the
+    noise up to the calibration's limit (docs/budget-pricing.md, 6.2). The function
+    the trial calls reports such a draw invalid, with its reason, in metrics a trial
+    may report; a draw that fits gets its dominated plan."""
+    import math
+
+    from raydp_synth.privacy.accounting import dominates
+    from raydp_synth.tune.trial import TRIAL_METRICS, plan_or_refusal
+
+    dpwgan = get_method("dpwgan")
+    reference = reference_plan(dpwgan, dpwgan.make_config({}, DIGITS), DIGITS,
+                               target_epsilon=1.0, delta=1e-5, mean_trials=8.0,
+                               shape=math.inf, score_share=0.2).event()
+    study = _settings(tmp_path, method="dpwgan", epsilon=1.0, trials=8,
+                      selection="random-stopping", reference_event=reference,
+                      space=load_search_space(None, "dpwgan", DIGITS))
+    plan, refusal = plan_or_refusal(
+        study, dpwgan, dpwgan.make_config({"batch_size": 128, "epochs": 20}, DIGITS), [])
+    assert plan is None and refusal is not None
+    assert set(refusal) <= TRIAL_METRICS
+    assert (refusal["granted"], refusal["invalid"], refusal["score"]) == (0, 1, -math.inf)
+    assert "no noise multiplier" in refusal["reason"]
+    plan, refusal = plan_or_refusal(
+        study, dpwgan, dpwgan.make_config({"batch_size": 64, "epochs": 30}, DIGITS), [])
+    assert refusal is None and dominates(reference, plan.event())
