@@ -332,7 +332,8 @@ def main() -> int:
                         print(f"[bench] {name}: done already, kept", flush=True)
                         keep_small_files(run_dir, args.results)
                         continue
-                    if (args.results / name / "evaluation.json").is_file():
+                    if (not run_dir.exists()
+                            and (args.results / name / "evaluation.json").is_file()):
                         # A fresh clone has the committed results but no run directories.
                         print(f"[bench] {name}: result committed already, kept", flush=True)
                         continue

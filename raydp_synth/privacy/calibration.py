@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from raydp_synth.errors import ConfigError
+from raydp_synth.errors import ConfigError, PrivacyInvariantError
 from raydp_synth.privacy import pricing as pricing_module
 from raydp_synth.privacy.accounting import subsampled_gaussian_epsilon
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
@@ -331,7 +331,8 @@ def calibrate_plan(
         best = rdp_best  # the coarse search was optimistic here: keep the RDP plan
         stated = price(best, STATED)
     if not stated <= target_epsilon:
-        raise ConfigError(f"calibration overshot epsilon={target_epsilon:g}; this is a bug")
+        raise PrivacyInvariantError(
+            f"calibration overshot epsilon={target_epsilon:g}; this is a bug")
     return best
 
 

@@ -49,7 +49,8 @@ class BudgetAwareSearch(Searcher):
             return Searcher.FINISHED
         if self.ungranted_in_a_row >= MAX_UNGRANTED_IN_A_ROW:
             _LOG.warning(f"{self.ungranted_in_a_row} trials in a row ended without a "
-                  "grant (see their errors); stopping the search")
+                  "grant (see their errors, or the 'reason' in their results); stopping "
+                  "the search")
             return Searcher.FINISHED
         return self.inner.suggest(trial_id)
 

@@ -161,22 +161,20 @@ def trial_plan_of(study: StudySettings, method: Any, config: Any,
 
 def plan_or_refusal(study: StudySettings, method: Any, config: Any,
                     granted_events: list[dict[str, Any]],
-                    data: Any = None) -> tuple[Any, dict[str, Any] | None]:
-    """The trial's plan (:func:`trial_plan_of`) and None; or None and the result that
-    reports the configuration invalid, when no plan of it fits (a ConfigError of the
-    calibration: e.g. under random stopping a draw that no noise up to the
-    calibration's limit makes dominated by E_ref). Like an invalid combination of
-    settings, it asks no grant and reads nothing: the plan is a function of the
-    public config, E_ref and the grants so far, so the refusal and its reason are
-    public. A subsampled study's final run is not a search trial: its error stands.
+                    data: Any = None) -> tuple[Any, str | None]:
+    """The trial's plan (:func:`trial_plan_of`) and None; or, for a trial held to E_ref
+    (random stopping, subsampled tuning), None and why no plan of ``config`` is
+    dominated by E_ref (the calibration's ConfigError: e.g. no noise up to its limit
+    is enough, docs/budget-pricing.md section 6.2). The reason is a function of the
+    public config and E_ref. Elsewhere (compose, a final run) the error stands: there
+    a plan that does not fit depends on the budget left, not on the config alone.
     """
     try:
         return trial_plan_of(study, method, config, granted_events, data), None
     except ConfigError as err:
-        if study.selection == SUBSAMPLED_FINAL:
+        if study.selection not in ("random-stopping", SUBSAMPLED_SEARCH):
             raise
-        return None, {"score": REFUSED_SCORE, "granted": 0, "invalid": 1,
-                      "reason": f"no privacy plan of this configuration fits the study: {err}"}
+        return None, f"no privacy plan of this configuration is dominated by E_ref: {err}"
 
 
 def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: bool = False,
@@ -191,6 +189,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     score divided by the public ``round(q n_val)``)."""
     stamps = {"start": time.time()}
     import ray
+    from dp_accounting import dp_event
     from ray import tune
     from ray.tune.integration.ray_train import TuneReportCallback
 
@@ -210,6 +209,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     on_subset = study.selection == SUBSAMPLED_SEARCH
     if on_subset and (tuning_subset is None or study.tune_fraction is None):
         raise RuntimeError("a subsampled tuning trial without its tuning subset")
+    invalid: str | None = None  # why this config cannot run (public: config, E_ref, grants)
     try:
         settings = {**study.space.settings_from_trial_config(config),
                     "seed": study.trial_seed()}
@@ -221,20 +221,36 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
             data = subset_data(data, study.tune_fraction)
         else:
             config = method.make_config(settings, data)
-    except ConfigError as err:  # an invalid combination: nothing charged, nothing read
-        _report_final({"score": REFUSED_SCORE, "granted": 0, "invalid": 1, "reason": str(err)})
-        return
+    except ConfigError as err:  # an invalid combination
+        invalid = str(err)
     on_public = study.selection == PUBLIC_SEARCH
     # A search on public data asks no grant: ``study.dataset`` is the data declared
     # public (raydp_synth.tune.public_search), nothing here can read the sensitive data.
     accountant = None if on_public else get_accountant(study.study_name)
-    granted_events: list[dict[str, Any]] = []
-    if accountant is not None and study.selection == "compose":  # grants so far, in order
-        granted_events = ray.get(accountant.granted_events.remote())
-    plan, refusal = plan_or_refusal(study, method, config, granted_events, data)
-    if refusal is not None:  # nothing charged, nothing read
-        _report_final(refusal)
+    plan = None
+    if invalid is None:
+        granted_events: list[dict[str, Any]] = []
+        if accountant is not None and study.selection == "compose":  # grants so far
+            granted_events = ray.get(accountant.granted_events.remote())
+        plan, invalid = plan_or_refusal(study, method, config, granted_events, data)
+    if invalid is not None:  # nothing read, nothing trained
+        if accountant is not None and study.selection in ("random-stopping",
+                                                          SUBSAMPLED_SEARCH):
+            # One of random stopping's K runs, which outputs nothing (score -inf):
+            # the accountant grants it a no-op plan (zero RDP, dominated by E_ref),
+            # so K counts it, as the theorem's i.i.d. runs of "draw a config, then
+            # train it or output nothing". Drawing on instead would run the prior
+            # (or DP-HyPO's proposal) restricted to the configs that can run.
+            grant = ray.get(accountant.request.remote(
+                trial_id, event_to_json(dp_event.NoOpDpEvent()), attempt=secrets.token_hex(8)))
+            if not grant["granted"]:  # e.g. K reached meanwhile: refused like any trial
+                _report_final({"score": REFUSED_SCORE, "granted": 0, "reason": grant["reason"]})
+                return
+            _report_final({"score": REFUSED_SCORE, "granted": 1, "invalid": 1, "reason": invalid})
+            return
+        _report_final({"score": REFUSED_SCORE, "granted": 0, "invalid": 1, "reason": invalid})
         return
+    assert plan is not None
     stamps["planned"] = time.time()
     if accountant is not None:
         # A fresh nonce per attempt: a retried *call* gets its grant back, a rerun

@@ -158,6 +158,41 @@ def test_random_stopping_study_prices_repeat_and_select_of_the_reference_plan(
 
 @pytest.mark.ray
 @pytest.mark.slow
+def test_a_random_stopping_draw_with_no_plan_is_one_of_the_k_runs(ray_local, tmp_path) -> None:
+    """Every draw of this space (dpwgan at batch 128, epsilon 0.2, E_ref at batch 64)
+    has no plan dominated by E_ref (docs/budget-pricing.md, 6.2). The trial reads
+    nothing and takes a no-op grant, so the study's one run (geometric, mean 1) is
+    spent on it, as the theorem's i.i.d. runs of "draw, then train or output nothing"
+    are; with no scored trial it releases nothing, in one line."""
+    from dp_accounting import dp_event
+
+    from raydp_synth.errors import BudgetExhausted
+
+    space = tmp_path / "wide.yaml"
+    space.write_text("method: dpwgan\nparams:\n  batch_size: {type: categorical, choices: [128]}\n"
+                     "  lr_d: {type: float, low: 3.0e-4, high: 3.0e-3, log: true}\n")
+    with pytest.raises(BudgetExhausted) as err:
+        run_study(StudyRequest(
+            method="dpwgan", epsilon=0.2, delta=1e-5, trials=1, selection="random-stopping",
+            distribution="geometric", sampler="random", default_share=0.5,
+            search_space=space, settings={"epochs": 1}, storage=tmp_path / "studies",
+            name="e2e-unplannable", evaluate=False,
+        ))
+    assert "\n" not in str(err.value)
+    study = tmp_path / "studies" / "e2e-unplannable"
+    entries = Ledger(study / "ledger.jsonl").entries()
+    grants = [e for e in entries if e["kind"] == "grant"]
+    assert entries[0]["trial_count"] == 1 and len(grants) == 1
+    assert isinstance(event_from_json(grants[0]["event"]), dp_event.NoOpDpEvent)
+    (result,) = [json.loads(p.read_text().splitlines()[-1])
+                 for p in study.glob("tune/*/result.json")]
+    assert (result["granted"], result["invalid"]) == (1, 1)
+    assert "dominated by E_ref" in result["reason"]
+    assert not (study / "release").exists()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
 def test_restarts_study_trains_the_default_at_the_reference_plan(ray_local, tmp_path,
                                                                   caplog) -> None:
     """``--default-share 1``: the one trial (geometric, mean 1) is the default
@@ -206,5 +241,7 @@ def test_restarts_study_trains_the_default_at_the_reference_plan(ray_local, tmp_
     # run.json names both: the trial's loop got the study's seed for its data splits
     # (recorded from the loop's own argument), the restart's for its initialisation.
     run = json.loads((study / "run.json").read_text())
+    (trial,) = [json.loads(p.read_text()) for p in study.glob("tune/*/checkpoint_*/trial.json")]
+    assert trial["data_seed"] == 0  # what fit_* got, not run.json's fallback
     assert (run["seed"], run["data_seed"]) == (0, 0)
     assert run["init_seed"] == released["config"]["seed"]

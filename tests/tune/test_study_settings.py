@@ -109,16 +109,18 @@ def test_each_restart_draws_its_own_seed(tmp_path: Path) -> None:
     assert settings.seed == 7  # the data split's seed stays the study's
 
 
-def test_a_draw_with_no_dominated_plan_is_an_invalid_trial_not_a_crash(tmp_path: Path) -> None:
+def test_a_draw_with_no_dominated_plan_is_refused_with_its_reason(tmp_path: Path) -> None:
     """Random stopping at epsilon 1 on digits: dpwgan's draws at batch 128 have no plan
     dominated by E_ref (batch 64) at dp-accounting's fractional orders, whatever the
     noise up to the calibration's limit (docs/budget-pricing.md, 6.2). The function
-    the trial calls reports such a draw invalid, with its reason, in metrics a trial
-    may report; a draw that fits gets its dominated plan."""
+    the trial calls returns why (the trial then takes a no-op grant, one of the K
+    runs: test_study); a draw that fits gets its dominated plan. Under compose the
+    calibration's error stands (it depends on the budget left, not the config)."""
     import math
 
+    from raydp_synth.errors import ConfigError
     from raydp_synth.privacy.accounting import dominates
-    from raydp_synth.tune.trial import TRIAL_METRICS, plan_or_refusal
+    from raydp_synth.tune.trial import plan_or_refusal
 
     dpwgan = get_method("dpwgan")
     reference = reference_plan(dpwgan, dpwgan.make_config({}, DIGITS), DIGITS,
@@ -127,12 +129,14 @@ def test_a_draw_with_no_dominated_plan_is_an_invalid_trial_not_a_crash(tmp_path:
     study = _settings(tmp_path, method="dpwgan", epsilon=1.0, trials=8,
                       selection="random-stopping", reference_event=reference,
                       space=load_search_space(None, "dpwgan", DIGITS))
-    plan, refusal = plan_or_refusal(
-        study, dpwgan, dpwgan.make_config({"batch_size": 128, "epochs": 20}, DIGITS), [])
-    assert plan is None and refusal is not None
-    assert set(refusal) <= TRIAL_METRICS
-    assert (refusal["granted"], refusal["invalid"], refusal["score"]) == (0, 1, -math.inf)
-    assert "no noise multiplier" in refusal["reason"]
-    plan, refusal = plan_or_refusal(
+    wide = dpwgan.make_config({"batch_size": 128, "epochs": 20}, DIGITS)
+    plan, reason = plan_or_refusal(study, dpwgan, wide, [])
+    assert plan is None and reason is not None
+    assert "dominated by E_ref" in reason and "no noise multiplier" in reason
+    plan, reason = plan_or_refusal(
         study, dpwgan, dpwgan.make_config({"batch_size": 64, "epochs": 30}, DIGITS), [])
-    assert refusal is None and dominates(reference, plan.event())
+    assert reason is None and dominates(reference, plan.event())
+    compose = _settings(tmp_path, method="dpwgan", epsilon=0.01, trials=8,
+                        space=load_search_space(None, "dpwgan", DIGITS))
+    with pytest.raises(ConfigError):
+        plan_or_refusal(compose, dpwgan, wide, [])
