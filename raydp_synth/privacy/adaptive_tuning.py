@@ -70,6 +70,7 @@ from raydp_synth.privacy.accounting import (
 
 __all__ = [
     "adaptive_random_stopping_epsilon",
+    "adaptive_random_stopping_floor",
     "adaptive_random_stopping_rdp",
     "validate_density_ratio",
 ]
@@ -153,3 +154,15 @@ def adaptive_random_stopping_epsilon(
         return math.inf
     epsilon, _ = rdp_module.compute_epsilon(grid, curve, delta)
     return float(epsilon)
+
+
+def adaptive_random_stopping_floor(*, mean: float, shape: float, delta: float,
+                                   density_ratio: float) -> float:
+    """The epsilon of the search before any trial trains: the price of
+    :func:`adaptive_random_stopping_epsilon` for trials that release nothing (a
+    no-op reference, zero RDP). What is left is the terms that do not depend on the
+    trials: the random count K's and, for c > 1, the adaptivity's. A budget at or
+    below it buys no trial at any noise.
+    """
+    return adaptive_random_stopping_epsilon(dpa.NoOpDpEvent(), mean=mean, shape=shape,
+                                            delta=delta, density_ratio=density_ratio)

@@ -469,6 +469,7 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
         check_restarts_point(space.params, space.default_point(config_to_dict(default)))
     reference = None
     if request.selection == "random-stopping":
+        _check_adaptivity_affordable(request, shape)
         try:
             reference = reference_plan(method, default, data, target_epsilon=request.epsilon,
                                        delta=request.delta, mean_trials=float(request.trials),
@@ -629,6 +630,32 @@ def _first_trial_config(request: StudyRequest, prepared: _PreparedStudy) -> Any:
         return prepared.method.make_config(settings, prepared.data)
     except ConfigError:  # the sampler draws part of it: the trial's config is not known
         return prepared.default
+
+
+def _check_adaptivity_affordable(request: StudyRequest, shape: float) -> None:
+    """``--sampler dp-hypo``: refuse, before anything starts, a budget that the price
+    of the adaptivity alone (DP-HyPO's Theorem 1 for trials that release nothing)
+    already meets, naming that price and random stopping's.
+
+    Raises:
+        BudgetExhausted: one line with both floors and the fixes.
+    """
+    from raydp_synth.privacy.adaptive_tuning import adaptive_random_stopping_floor
+
+    if request.density_ratio == 1:
+        return
+    floors = [adaptive_random_stopping_floor(mean=float(request.trials), shape=shape,
+                                             delta=request.delta, density_ratio=c)
+              for c in (request.density_ratio, 1.0)]
+    if floors[0] < request.epsilon:
+        return
+    raise BudgetExhausted(
+        f"--sampler dp-hypo at --hypo-c {request.density_ratio:g} with a mean of "
+        f"{request.trials} trials costs epsilon {floors[0]:.3g} at delta "
+        f"{request.delta:g} before any trial trains (the price of its adaptivity), "
+        f"which the budget epsilon={request.epsilon:g} cannot pay; nothing was started "
+        f"or written: lower --hypo-c, raise --epsilon, or use --sampler random "
+        f"(random stopping costs {floors[1]:.2g} before any trial trains)")
 
 
 def _cannot_buy_a_trial(request: StudyRequest, trials: int, err: Exception) -> str:

@@ -14,6 +14,7 @@ from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.accounting import ORDERS, random_stopping_epsilon
 from raydp_synth.privacy.adaptive_tuning import (
     adaptive_random_stopping_epsilon,
+    adaptive_random_stopping_floor,
     adaptive_random_stopping_rdp,
     validate_density_ratio,
 )
@@ -84,6 +85,28 @@ def test_theorem_1_by_hand_across_laws_and_c(shape, mean, c):
     got = adaptive_random_stopping_epsilon(BASE, mean=mean, shape=shape, delta=1e-5,
                                            density_ratio=c)
     assert got == pytest.approx(_theorem_1_by_hand(c, shape=shape, mean=mean), rel=1e-9)
+
+
+@pytest.mark.parametrize("c", [1.1, 1.25, 2.0])
+def test_the_floor_is_theorem_1_for_trials_that_release_nothing(c):
+    """What a dp-hypo study costs before any trial trains (the study refuses a budget
+    at or below it): Theorem 1 as above with eps(l) = 0, by hand; below the price of
+    any search whose trials release something; c = 1 is random stopping's."""
+    eta, mean = 1.0, 8.0
+    grid = np.asarray(ORDERS)
+    gamma = rdp_module._gamma_truncated_negative_binomial(eta, mean)
+    holder = min((1 + eta) * math.log(1 / gamma) / h for h in grid)
+    raw = [holder + (o / (o - 1) + 1 + eta) * 2 * math.log(c) + math.log(mean) / (o - 1)
+           for o in grid]
+    bound = [min(raw[j:]) for j in range(len(grid))]
+    by_hand = float(rdp_module.compute_epsilon(list(grid), bound, 1e-5)[0])
+    floor = adaptive_random_stopping_floor(mean=mean, shape=eta, delta=1e-5, density_ratio=c)
+    assert floor == pytest.approx(by_hand, rel=1e-9)
+    assert floor < adaptive_random_stopping_epsilon(BASE, mean=mean, shape=eta, delta=1e-5,
+                                                    density_ratio=c)
+    assert adaptive_random_stopping_floor(mean=mean, shape=eta, delta=1e-5, density_ratio=1) < floor
+    if c == 1.25:
+        assert floor == pytest.approx(1.349, abs=5e-4)  # above epsilon 1: docs 6.2b
 
 
 def test_the_adapting_term_is_not_divided_by_lambda_hat():

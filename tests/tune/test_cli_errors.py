@@ -31,6 +31,9 @@ from raydp_synth.tune.__main__ import main
     (["dpaf", "--selection", "subsampled", "--default-share", "1"], "selects nothing"),
     (["dpaf", "--selection", "random-stopping", "--distribution", "geometric",
       "--sampler", "dp-hypo", "--default-share", "1"], "nothing to adapt"),
+    (["dpwgan", "--epsilon", "1", "--selection", "random-stopping", "--distribution",
+      "geometric", "--sampler", "dp-hypo", "--hypo-c", "1.25", "--trials", "8"],
+     "costs epsilon 1.35 at delta 1e-05 before any trial trains"),
 ])
 def test_bad_study_input_is_one_clear_line(argv, needle, capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_info:
