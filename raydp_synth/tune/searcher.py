@@ -16,11 +16,18 @@ from raydp_synth.accountant import get_accountant
 
 _LOG = logging.getLogger(__name__)
 
-__all__ = ["MAX_UNGRANTED_IN_A_ROW", "BudgetAwareSearch"]
+__all__ = ["MANY_NO_OPS", "MAX_UNGRANTED_IN_A_ROW", "BudgetAwareSearch"]
 
 #: Consecutive trials that end without a grant (invalid configs, planning errors)
 #: after which the search gives up: they read no data, but something is wrong.
+#: Under random stopping a draw that cannot run is granted a no-op instead (one of
+#: the K runs): :data:`MANY_NO_OPS` warns about those.
 MAX_UNGRANTED_IN_A_ROW = 10
+
+#: Under random stopping, the share of the finished trials (from the fourth on)
+#: granted a no-op (draws that cannot run) at which the search warns, once: each such
+#: draw spends one of the K runs on nothing.
+MANY_NO_OPS = 0.5
 
 
 class BudgetAwareSearch(Searcher):
@@ -34,6 +41,9 @@ class BudgetAwareSearch(Searcher):
         self.inner = inner
         self.study_name = study_name
         self.ungranted_in_a_row = 0
+        self.finished = 0
+        self.no_ops = 0  # granted, but invalid: a draw that could not run
+        self.warned_no_ops = False
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
                               **spec: Any) -> bool:
@@ -61,6 +71,16 @@ class BudgetAwareSearch(Searcher):
                           error: bool = False) -> None:
         granted = bool(result and result.get("granted")) and not error
         self.ungranted_in_a_row = 0 if granted else self.ungranted_in_a_row + 1
+        self.finished += 1
+        self.no_ops += int(granted and bool(result and result.get("invalid")))
+        if (not self.warned_no_ops and self.finished >= 4
+                and self.no_ops >= MANY_NO_OPS * self.finished):
+            self.warned_no_ops = True
+            _LOG.warning(f"{self.no_ops} of the {self.finished} trials so far drew a "
+                         "configuration that cannot run at this budget (see the 'reason' "
+                         "in their results); each still spends one of random stopping's "
+                         "trials: narrow the search space (e.g. its batch sizes) or raise "
+                         "--epsilon")
         if result is not None and not granted and not result.get("invalid"):
             # Refused (budget, a rerun after a crash, the ledger): says nothing about
             # the configuration, so Optuna records a failed trial, which TPE ignores.

@@ -652,7 +652,8 @@ def _check_adaptivity_affordable(request: StudyRequest, shape: float) -> None:
     raise BudgetExhausted(
         f"--sampler dp-hypo at --hypo-c {request.density_ratio:g} with a mean of "
         f"{request.trials} trials costs epsilon {floors[0]:.3g} at delta "
-        f"{request.delta:g} before any trial trains (the price of its adaptivity), "
+        f"{request.delta:g} before any trial trains (random stopping's price of K plus "
+        f"that of its adaptivity), "
         f"which the budget epsilon={request.epsilon:g} cannot pay; nothing was started "
         f"or written: lower --hypo-c, raise --epsilon, or use --sampler random "
         f"(random stopping costs {floors[1]:.2g} before any trial trains)")
