@@ -994,11 +994,12 @@ def _finished_trials(study_dir: Path) -> list[dict[str, Any]]:
 def no_release_message(name: str, study_dir: Path, status: dict[str, Any]) -> str:
     """Why a study released nothing, stated as its ledger stands (``status``: the
     accountant's :meth:`~raydp_synth.accountant.actor.BudgetAccountant.status`, the
-    ledger's grants and refusals replayed). Under random stopping the counts stay out
-    of the message (they would tell K, which only the ledger holds)."""
+    ledger's grants and refusals replayed). Under random stopping and subsampled
+    tuning the counts stay out of the message (they would tell K, which only the
+    ledger holds)."""
     granted, refused = status["trials_granted"], status["trials_refused"]
     budget = f"epsilon {status['spent_epsilon']:.4f} of {status['budget_epsilon']:g}"
-    if status["mode"] == "random-stopping":
+    if status["mode"] in ("random-stopping", "subsampled"):
         spent = f"the ledger holds its trials' grants, {budget} spent and not refunded"
     elif granted:
         spent = (f"the ledger holds {granted} grant{'s' if granted != 1 else ''} and "

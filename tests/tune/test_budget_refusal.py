@@ -118,12 +118,16 @@ def test_the_final_message_with_no_grant_says_nothing_was_spent(tmp_path) -> Non
     assert "stays spent" not in message
 
 
-def test_the_final_message_keeps_random_stoppings_count_out(tmp_path) -> None:
+@pytest.mark.parametrize("mode", ["random-stopping", "subsampled"])
+def test_the_final_message_keeps_random_stoppings_count_out(tmp_path, mode) -> None:
+    """Subsampled tuning's K is random stopping's: its status has the same counts
+    (here the random-stopping study's, under the subsampled mode's name)."""
     settings = _random_stopping(_plan(6.0, None, 1), trials=2)
     study = Study(tmp_path, settings, trial_count=3)
     for trial_id in ("t0", "t1", "t2"):
         study.request(trial_id, _plan(6.0, None, 1))
-    message = no_release_message("s", tmp_path, _status(tmp_path, settings))
+    status = {**_status(tmp_path, settings), "mode": mode}
+    message = no_release_message("s", tmp_path, status)
     ledger_part = message.split("the ledger holds", 1)[1].split("(python")[0]
     assert "grants, epsilon" in ledger_part
     # The count is secret under random stopping: no number of grants is
