@@ -12,7 +12,11 @@ from Prometheus between grants. Held gauges set their last values again every se
 from a daemon thread of the process that owns them.
 
 Privacy: every value is a function of the ledger (the plans granted, their public
-prices, the count of refusals), which the curator's statement publishes anyway.
+prices, the counts of grants and refusals), curator-only like the ledger: the
+operator who watches the dashboard is inside the trusted boundary and sees every
+trial. Nothing here goes into the release. Under random stopping the count of grants
+is K at the end, which the statement never states (the theorem prices the output
+without K).
 """
 
 from __future__ import annotations
