@@ -151,6 +151,12 @@ class StudySettings:
     planned: PlannedTrial | None = None
     restarts: bool = False
 
+    @property
+    def held_to_reference(self) -> bool:
+        """Whether each trial is one of random stopping's K runs, its plan dominated by
+        E_ref: random stopping and subsampled tuning's trials."""
+        return self.selection in ("random-stopping", SUBSAMPLED_SEARCH)
+
     def trial_seed(self) -> int:
         """The public seed of one trial's configuration: its initial weights and the
         latent draws of its training. The data split, the selection score's classifier
@@ -185,7 +191,7 @@ class StudySettings:
         if not self.study_dir.is_absolute():
             raise ValueError(f"study_dir={self.study_dir} must be absolute (trials run elsewhere)")
         subsampled = ("subsampled", SUBSAMPLED_SEARCH, SUBSAMPLED_FINAL)
-        dominated = self.selection in ("random-stopping", SUBSAMPLED_SEARCH)
+        dominated = self.held_to_reference
         if (self.reference_event is not None) != dominated and (
                 self.selection not in subsampled or dominated):
             raise ValueError(

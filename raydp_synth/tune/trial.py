@@ -172,7 +172,7 @@ def plan_or_refusal(study: StudySettings, method: Any, config: Any,
     try:
         return trial_plan_of(study, method, config, granted_events, data), None
     except ConfigError as err:
-        if study.selection not in ("random-stopping", SUBSAMPLED_SEARCH):
+        if not study.held_to_reference:
             raise
         return None, f"no privacy plan of this configuration is dominated by E_ref: {err}"
 
@@ -234,8 +234,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
             granted_events = ray.get(accountant.granted_events.remote())
         plan, invalid = plan_or_refusal(study, method, config, granted_events, data)
     if invalid is not None:  # nothing read, nothing trained
-        if accountant is not None and study.selection in ("random-stopping",
-                                                          SUBSAMPLED_SEARCH):
+        if accountant is not None and study.held_to_reference:
             # One of random stopping's K runs, which outputs nothing (score -inf):
             # the accountant grants it a no-op plan (zero RDP, dominated by E_ref),
             # so K counts it, as the theorem's i.i.d. runs of "draw a config, then
