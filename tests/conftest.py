@@ -17,12 +17,6 @@ detection), so the two halves share two cores at little cost. xdist's own
 ``--dist loadgroup`` cannot do this: with pytest 9.2 it silently ignores its groups
 (pytest-xdist issue 1386). A Ray test on a second worker fails loudly
 (:func:`_one_worker_runs_ray`).
-
-* ``own_cluster``: a ``ray`` test whose Ray cluster is its own, started in a
-  subprocess with a private Ray temp folder (tests/own_cluster.py): nothing of
-  it is found by, or finds, the session's cluster or a ``ray start`` of another
-  test (Ray finds clusters through ``ray_current_cluster`` in its temp folder). Its
-  module is a unit of its own, which the other worker may run beside the Ray tests.
 """
 
 from __future__ import annotations
@@ -57,16 +51,6 @@ def _starts_ray(item: pytest.Item) -> bool:
     return bool(item.get_closest_marker("ray") or item.get_closest_marker("fault"))
 
 
-def _own_cluster(item: pytest.Item) -> bool:
-    return item.get_closest_marker("own_cluster") is not None
-
-
-def _shares_the_session_ray(item: pytest.Item) -> bool:
-    """Runs on the session's Ray cluster, or beside it on the same Ray temp folder:
-    one worker runs every such test, in order."""
-    return _starts_ray(item) and not _own_cluster(item)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse a ``ray_local`` test without the ``ray`` marker; make ``ray``/``fault`` tests
     slow; on an xdist worker, write their node ids for the controller's scheduler."""
@@ -76,22 +60,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if unmarked:
         raise pytest.UsageError("tests using the ray_local fixture must be marked "
                                 f"@pytest.mark.ray: {', '.join(unmarked)}")
-    on_the_session = [item.nodeid for item in items if _own_cluster(item)
-                      and ("ray_local" in getattr(item, "fixturenames", ())
-                           or item.get_closest_marker("ray") is None)]
-    if on_the_session:
-        raise pytest.UsageError("an own_cluster test is a ray test that never uses the "
-                                f"session's ray_local: {', '.join(on_the_session)}")
     for item in items:
         if _starts_ray(item):
             item.add_marker(pytest.mark.slow)
     shared = getattr(config, "workerinput", {}).get(_SHARED_DIR)
     if shared is not None:
         worker = config.workerinput["workerid"]
-        tests = {"ray": [item.nodeid for item in items if _shares_the_session_ray(item)],
-                 "own_cluster": [item.nodeid for item in items if _own_cluster(item)]}
+        ray_ids = [item.nodeid for item in items if _starts_ray(item)]
         written = Path(shared) / f"ray-tests.{worker}.json.tmp"
-        written.write_text(json.dumps(tests))
+        written.write_text(json.dumps(ray_ids))
         written.replace(written.with_suffix(""))  # before the worker reports its collection
 
 
@@ -105,9 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
 class RayTestsOnOneWorker:
     """xdist controller plugin: the workers write the node ids of their Ray tests to a
     shared folder as they collect; the scheduler makes them one unit of work, which one
-    worker runs in order, makes each module of ``own_cluster`` tests a unit (its
-    module-scoped cluster runs once), and spreads every other test singly over the
-    workers."""
+    worker runs in order, and spreads every other test singly over the workers."""
 
     def __init__(self) -> None:
         self.shared = Path(tempfile.mkdtemp(prefix="raydp-synth-xdist-"))
@@ -122,7 +97,6 @@ class RayTestsOnOneWorker:
 
         class RayGroupScheduling(LoadScopeScheduling):
             ray_ids: frozenset[str] | None = None
-            own_cluster_ids: frozenset[str] = frozenset()
 
             def _split_scope(self, nodeid: str) -> str:
                 if self.ray_ids is None:
@@ -130,15 +104,9 @@ class RayTestsOnOneWorker:
                     if len(written) != len(self.nodes):
                         raise RuntimeError(f"{len(written)} of {len(self.nodes)} xdist workers "
                                            f"said which tests start Ray (in {shared})")
-                    tests = json.loads(written[0].read_text())
-                    self.ray_ids = frozenset(tests["ray"])
-                    self.own_cluster_ids = frozenset(tests["own_cluster"])
+                    self.ray_ids = frozenset(json.loads(written[0].read_text()))
                 # The largest unit, so xdist hands it out first (--loadscope-reorder).
-                if nodeid in self.ray_ids:
-                    return RAY_GROUP
-                if nodeid in self.own_cluster_ids:
-                    return "own_cluster:" + nodeid.split("::", 1)[0]
-                return nodeid
+                return RAY_GROUP if nodeid in self.ray_ids else nodeid
 
         return RayGroupScheduling(config, log)
 
@@ -175,7 +143,7 @@ def _no_ray_outside_ray_tests(request: pytest.FixtureRequest):
     ``ray.init`` (which Ray's auto-init goes through too) raises inside such a test,
     and the test fails afterwards even if the code under test caught that error.
     """
-    if _shares_the_session_ray(request.node):
+    if _starts_ray(request.node):
         request.getfixturevalue("_one_worker_runs_ray")
     if request.node.get_closest_marker("ray") is not None:
         yield

@@ -1,7 +1,5 @@
-"""The suite's own scheduling (tests/conftest.py): on pytest-xdist, every Ray test on
-the session's cluster runs on one worker, so no two of them run at once; a module of
-``own_cluster`` tests (a cluster of its own, in a private Ray temp folder) runs whole
-on the other worker meanwhile."""
+"""The suite's own scheduling (tests/conftest.py): on pytest-xdist, every Ray test runs
+on one worker, so no two of the suite's Ray clusters run at once."""
 
 from __future__ import annotations
 
@@ -43,29 +41,13 @@ def test_other(i):
     _record("other", i)
 '''
 
-_OWN_CLUSTER_TESTS = '''
-import os, time
-from pathlib import Path
-import pytest
-
-pytestmark = [pytest.mark.ray, pytest.mark.fault, pytest.mark.own_cluster]
-
-@pytest.mark.parametrize("i", range(4))
-def test_own(i):
-    out = Path(os.environ["WHERE_TESTS_RAN"])
-    (out / f"own-{i}").write_text(os.environ["PYTEST_XDIST_WORKER"])
-    time.sleep(0.3)
-'''
-
 
 def test_ray_and_fault_tests_run_on_one_worker_and_the_rest_on_both(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     suite.mkdir()
     shutil.copy(HERE / "conftest.py", suite / "conftest.py")
     (suite / "test_mixed.py").write_text(_TESTS)
-    (suite / "test_own.py").write_text(_OWN_CLUSTER_TESTS)
-    (suite / "pytest.ini").write_text(
-        "[pytest]\nmarkers =\n    ray\n    slow\n    fault\n    own_cluster\n")
+    (suite / "pytest.ini").write_text("[pytest]\nmarkers =\n    ray\n    slow\n    fault\n")
     where = tmp_path / "where"
     where.mkdir()
     env = {**os.environ, "WHERE_TESTS_RAN": str(where),
@@ -76,11 +58,8 @@ def test_ray_and_fault_tests_run_on_one_worker_and_the_rest_on_both(tmp_path: Pa
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     ran = {p.name: p.read_text() for p in where.iterdir()}
-    assert len(ran) == 28
+    assert len(ran) == 24
     ray_workers = {w for name, w in ran.items() if name.startswith("ray-")}
     assert len(ray_workers) == 1, json.dumps(ran)
     assert {w for name, w in ran.items() if name.startswith("other-")} - ray_workers, \
         "the other worker ran none of the rest"
-    own_workers = {w for name, w in ran.items() if name.startswith("own-")}
-    assert len(own_workers) == 1, json.dumps(ran)  # the module's cluster runs once
-    assert own_workers != ray_workers, "the own_cluster module waited for the Ray tests"

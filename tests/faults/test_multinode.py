@@ -4,26 +4,27 @@ node killed mid-trial (see :mod:`tests.faults.multinode_study`)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.faults.test_study_faults import composed_epsilon
-from tests.own_cluster import ROOT, own_cluster_env, private_ray_tmpdir
 
-# The cluster is the study's own, in a private Ray temp folder: the other xdist worker
-# may run this module beside the session's Ray tests (tests/conftest.py).
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.fault, pytest.mark.own_cluster]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.fault]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def observed(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("multinode")
-    with private_ray_tmpdir() as ray_tmpdir:
-        done = subprocess.run([sys.executable, "-m", "tests.faults.multinode_study", str(out)],
-                              cwd=ROOT, env=own_cluster_env(ray_tmpdir), capture_output=True,
-                              text=True, timeout=900)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "tests.faults.multinode_study", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
     return json.loads((out / "observed.json").read_text())
 
