@@ -48,7 +48,9 @@ def test_crashes_during_a_burst_of_requests_lose_no_grant_and_never_overspend(
     Ray restarts it from the ledger and retries the calls in flight: every caller
     gets an answer, every grant that any caller received is in the ledger exactly
     once, every refusal could not have fit, and the total is within budget."""
-    plans = {f"t{i:02d}": _plan(0.9 + 0.03 * i, 0.02 + 0.002 * i, 100 + 10 * i)
+    # epsilon about 1-2.4 each (RDP), 12 together: the budget of 4 fits a few. Short
+    # plans: every decision and each restart's replay prices its composition by PLD.
+    plans = {f"t{i:02d}": _plan(0.9 + 0.03 * i, 0.02 + 0.002 * i, 20 + 2 * i)
              for i in range(40)}
     budget = 4.0
     handle = get_or_create_accountant(tmp_path, _name("burst"), **_compose(budget, 40))
