@@ -93,6 +93,14 @@ def _restarted(handle, old_pid: int, timeout_s: float = 60.0) -> int:
     return pid
 
 
+def _epsilon_with(accountant: _Stated, plan: dict) -> float:
+    """The stated epsilon of ``accountant``'s composition plus ``plan``, leaving
+    ``accountant`` as it is."""
+    probe = copy.deepcopy(accountant)
+    probe.compose(event_from_json(plan))
+    return probe.get_epsilon(DELTA)
+
+
 def _replay_check(entries: list[dict], plans: dict[str, dict], budget: float) -> _Stated:
     """Replay the ledger in order with dp-accounting: every grant fits, every refusal
     could not have fit at the time it was made, and nothing is granted twice."""
@@ -111,14 +119,12 @@ def _replay_check(entries: list[dict], plans: dict[str, dict], budget: float) ->
             assert entry["kind"] == "refusal"
             assert entry["reason"].startswith(REASON_BUDGET), entry["reason"]
             assert trial not in granted  # the same plan is never refused after a grant
-            probe = copy.deepcopy(accountant)
-            probe.compose(event_from_json(plans[trial]))
-            assert probe.get_epsilon(DELTA) > budget
+            assert _epsilon_with(accountant, plans[trial]) > budget
     return accountant
 
 
-# Plans of one sub-epoch to a few epochs' DP-SGD (epsilon about 0.01 to 5 each), so a
-# budget of 0.5-4 grants some and refuses others. The PLD pricing of every decision
+# Plans of stated epsilon 0.07 (sigma 2, q 0.01, 10 steps) to 3.5 (sigma 1, q 0.05, 100
+# steps) each, so a budget of 0.5-4 grants some and refuses others. The PLD pricing of every decision
 # (the actor's and the replay's) grows with noise and steps: wider plans cost the
 # suite minutes without another interleaving.
 @settings(max_examples=5, deadline=None)
@@ -161,9 +167,7 @@ def test_never_overspends_under_concurrent_requests(ray_local, tmp_path_factory,
         # at least: the final state plus any refused plan exceeds the budget (the
         # replay's final state is the composition of every grant)
         for trial in set(by_trial) - granted:
-            probe = copy.deepcopy(accountant)
-            probe.compose(event_from_json(by_trial[trial]))
-            assert probe.get_epsilon(DELTA) > budget
+            assert _epsilon_with(accountant, by_trial[trial]) > budget
         statement = ray.get(handle.statement.remote())
         assert statement["epsilon"] == spent
         assert statement["trials_granted"] == len(granted)
