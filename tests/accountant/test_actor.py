@@ -231,7 +231,9 @@ def test_a_granted_trial_is_never_rerun_under_another_attempt(ray_local, tmp_pat
 
 
 def test_rebuilds_from_the_ledger_after_a_crash(ray_local, tmp_path):
-    plans = {f"t{i}": _plan(1.0 + 0.05 * i, 0.05, 100) for i in range(12)}
+    # Stated epsilon 0.62-0.34 each (sigma 2-3.1, 30 steps), a budget of five t0's:
+    # t0-t4 fit, later plans partly; cheap to price at each decision and replay.
+    plans = {f"t{i}": _plan(2.0 + 0.1 * i, 0.05, 30) for i in range(12)}
     budget = _epsilon([plans["t0"]] * 5)
     handle = get_or_create_accountant(tmp_path, _name("crash"), **_compose(budget))
     try:
