@@ -73,10 +73,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """On the xdist controller, schedule the Ray tests onto one worker."""
+    """On the xdist controller, schedule the Ray tests onto one worker; on a worker,
+    compute on one torch thread (:func:`_one_torch_thread_per_worker`)."""
     if (not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist")
             and config.getoption("dist", "no") != "no"):
         config.pluginmanager.register(RayTestsOnOneWorker(), "raydp_synth_ray_tests")
+    if hasattr(config, "workerinput"):
+        _one_torch_thread_per_worker()
+
+
+def _one_torch_thread_per_worker() -> None:
+    """Two xdist workers share CI's two cores: each computes on one torch thread.
+
+    The Ray tests' worker is the suite's critical path (its tests run one after
+    another, about 25 minutes of the 25); the other worker's tests take about 10. With
+    torch's default of a thread per core, that worker's two threads and the Ray
+    worker's (the driver's evaluation, the Ray actors, the accountant's pricing) ask
+    three or more cores of two, and the Ray tests ran up to four times slower than
+    alone. The Ray actors set their own threads (``threads_per_worker``).
+    """
+    import torch
+
+    torch.set_num_threads(1)
 
 
 class RayTestsOnOneWorker:
