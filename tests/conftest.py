@@ -85,12 +85,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def _one_torch_thread_per_worker() -> None:
     """Two xdist workers share CI's two cores: each computes on one torch thread.
 
-    The Ray tests' worker is the suite's critical path (its tests run one after
-    another, about 25 minutes of the 25); the other worker's tests take about 10. With
-    torch's default of a thread per core, that worker's two threads and the Ray
-    worker's (the driver's evaluation, the Ray actors, the accountant's pricing) ask
-    three or more cores of two, and the Ray tests ran up to four times slower than
-    alone. The Ray actors set their own threads (``threads_per_worker``).
+    The Ray tests' worker is the suite's critical path: its tests run one after
+    another for the whole run (21 minutes), while the other worker's take about 8.
+    With torch's default of a thread per core, that worker's two threads and the Ray
+    side's processes (the driver's evaluation, the Ray actors, the accountant's
+    pricing) asked for three or more cores of two, and Ray tests ran up to four times
+    slower than alone (the suite took 25.5 minutes, 21.4 with this). The Ray actors
+    set their own threads (``threads_per_worker``); ``-n 0`` keeps torch's default.
     """
     import torch
 
