@@ -38,8 +38,9 @@ def composed_epsilon(grants: list[dict]) -> float:
                       delta=DELTA)
 
 
-def longer_tiny(folder: Path, epochs: int = 10) -> Path:
-    """The tiny DPAF space with more epochs: a trial trains long enough to be hit."""
+def longer_tiny(folder: Path, epochs: int = 4) -> Path:
+    """The tiny DPAF space with more epochs: a trial trains long enough to be hit
+    after its first epoch is reported, with three to go."""
     space = yaml.safe_load(TINY.read_text())
     space["fixed"]["epochs"] = epochs
     path = folder / "longer_tiny.yaml"
