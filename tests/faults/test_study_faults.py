@@ -38,6 +38,11 @@ def composed_epsilon(grants: list[dict]) -> float:
                       delta=DELTA)
 
 
+def reported_an_epoch(study: Path, trial_id: str) -> bool:
+    """Whether the trial is mid-training: its first epoch is reported (checkpointed)."""
+    return any((study / "trials" / trial_id).glob("train/checkpoint_*"))
+
+
 def longer_tiny(folder: Path, epochs: int = 4) -> Path:
     """The tiny DPAF space with more epochs: a trial trains long enough to be hit
     after its first epoch is reported, with three to go."""
@@ -85,8 +90,7 @@ def test_a_train_worker_killed_mid_trial_keeps_its_grant_and_is_not_rerun(
                 grants = ledger_entries(study, "grant")
                 alive = [w for w in loop_actors().values() if w["State"] == "ALIVE"]
                 # Mid-training: its first epoch is reported (checkpointed), more to come.
-                reported = bool(grants) and any(
-                    (study / "trials" / grants[0]["trial_id"]).glob("train/checkpoint_*"))
+                reported = bool(grants) and reported_an_epoch(study, grants[0]["trial_id"])
                 seen.update(grants=len(grants), alive=len(alive), reported=reported)
                 if len(grants) == 1 and alive and reported:
                     for actor in alive:  # the trial's own, and any idle one Tune keeps
