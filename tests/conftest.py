@@ -9,14 +9,18 @@
   needs no Ray cluster and runs in about a minute; CI runs everything.
 
 The suite runs on two pytest-xdist workers (``-n 2`` in pyproject.toml; ``-n 0`` runs
-it in one process). Every ``ray`` and ``fault`` test goes to one worker, which runs
-them in collection order on one session cluster, as a single process would
-(:class:`RayTestsOnOneWorker`); the other worker runs the tests that start no Ray
-meanwhile. The Ray tests mostly wait (a cluster's start, polling, a killed process's
-detection), so the two halves share two cores at little cost. xdist's own
-``--dist loadgroup`` cannot do this: with pytest 9.2 it silently ignores its groups
-(pytest-xdist issue 1386). A Ray test on a second worker fails loudly
-(:func:`_one_worker_runs_ray`).
+it in one process). The ``ray`` and ``fault`` tests are split, a whole module at a
+time, into two groups of about equal measured time (:data:`RAY_MODULE_SECONDS`); each
+group is one unit of work that one worker runs in collection order on its own session
+cluster, as a single process would (:class:`RayGroupsOnTheirOwnWorkers`), and the
+tests that start no Ray are spread over both workers. The Ray tests mostly wait (a
+cluster's start, polling, a killed process's detection), so two of them share two
+cores at little cost. Each worker's Ray lives in a temp folder of its own
+(``RAY_TMPDIR``), so neither worker's commands find the other's ``ray start``
+cluster, and the controller writes Ray's token once, before the workers start. xdist's
+own ``--dist loadgroup`` cannot do this: with pytest 9.2 it silently ignores its groups
+(pytest-xdist issue 1386). A group's test on a second worker fails loudly
+(:func:`_each_ray_group_on_one_worker`).
 """
 
 from __future__ import annotations
@@ -33,9 +37,41 @@ import pytest
 
 from raydp_synth.runtime.ray_session import RAY_SETTINGS
 
-#: The unit of work (on pytest-xdist) of every test that starts Ray or kills a part of
-#: it: one worker runs them all, so no two Ray clusters of the suite run at once.
-RAY_GROUP = "ray"
+#: How many groups the Ray tests are split into (at most one per xdist worker). Each
+#: group's worker runs a session cluster of 2 CPUs; more than two such clusters at once
+#: would crowd CI's two cores.
+RAY_GROUPS = 2
+
+#: Seconds that each module's ``ray``/``fault`` tests took in the suite on CI's 2-core
+#: machine, split as here (two groups at once, 2026-11-27), which the split into
+#: :data:`RAY_GROUPS` balances. A module not listed counts as
+#: :data:`UNLISTED_RAY_MODULE_SECONDS`; add it once measured (``--durations=0``).
+RAY_MODULE_SECONDS = {
+    "tests/faults/test_study_faults.py": 248,
+    "tests/tune/test_study.py": 226,
+    "tests/faults/test_multinode.py": 124,
+    "tests/train/test_public_data_run.py": 109,
+    "tests/train/test_end_to_end.py": 99,
+    "tests/tune/test_subsampled_study.py": 97,
+    "tests/runtime/test_local_cluster.py": 88,
+    "tests/tune/test_tune_on_public.py": 81,
+    "tests/tune/test_job_submit.py": 80,
+    "tests/dashboard/test_dashboard_browser.py": 79,
+    "tests/accountant/test_actor.py": 73,
+    "tests/runtime/test_console.py": 65,
+    "tests/tune/test_study_api.py": 59,
+    "tests/train/test_relative_paths.py": 48,
+    "tests/tune/test_trial_in_process.py": 42,
+    "tests/train/test_empty_class_run.py": 39,
+    "tests/tune/test_dp_hypo_study.py": 38,
+    "tests/train/test_named_dataset_cli.py": 33,
+    "tests/train/test_distributed_noise.py": 31,
+    "tests/faults/test_accountant_faults.py": 30,
+    "tests/tune/test_gpu_packing.py": 16,
+    "tests/train/test_cli_errors.py": 8,
+    "tests/train/test_gpu_resources.py": 3,
+}
+UNLISTED_RAY_MODULE_SECONDS = 40
 
 # The settings of every run and study (state tracking for the dashboard's Train page
 # included) hold for the test session's cluster too.
@@ -51,48 +87,105 @@ def _starts_ray(item: pytest.Item) -> bool:
     return bool(item.get_closest_marker("ray") or item.get_closest_marker("fault"))
 
 
+def _module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def ray_groups(nodeids: list[str], groups: int) -> dict[str, str]:
+    """The Ray group (``ray-0``, ``ray-1``, ...) of each Ray test: whole modules, the
+    longest first (:data:`RAY_MODULE_SECONDS`), each to the group with the least time
+    so far. A module stays together, so its module-scoped fixtures (the release bundle's
+    study, for one) are built once."""
+    modules = sorted({_module_of(n) for n in nodeids},
+                     key=lambda m: (-RAY_MODULE_SECONDS.get(m, UNLISTED_RAY_MODULE_SECONDS), m))
+    load = [0.0] * max(1, min(groups, len(modules)))
+    group_of: dict[str, str] = {}
+    for module in modules:
+        lightest = min(range(len(load)), key=lambda g: (load[g], g))
+        load[lightest] += RAY_MODULE_SECONDS.get(module, UNLISTED_RAY_MODULE_SECONDS)
+        group_of[module] = f"ray-{lightest}"
+    return {n: group_of[_module_of(n)] for n in nodeids}
+
+
+_RAY_GROUP_KEY = pytest.StashKey[str]()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse a ``ray_local`` test without the ``ray`` marker; make ``ray``/``fault`` tests
-    slow; on an xdist worker, write their node ids for the controller's scheduler."""
+    slow and give each its Ray group; on an xdist worker, write the groups for the
+    controller's scheduler."""
     unmarked = [item.nodeid for item in items
                 if "ray_local" in getattr(item, "fixturenames", ())
                 and item.get_closest_marker("ray") is None]
     if unmarked:
         raise pytest.UsageError("tests using the ray_local fixture must be marked "
                                 f"@pytest.mark.ray: {', '.join(unmarked)}")
-    for item in items:
-        if _starts_ray(item):
-            item.add_marker(pytest.mark.slow)
-    shared = getattr(config, "workerinput", {}).get(_SHARED_DIR)
+    workerinput = getattr(config, "workerinput", {})
+    ray_items = [item for item in items if _starts_ray(item)]
+    groups = ray_groups([item.nodeid for item in ray_items],
+                        min(RAY_GROUPS, int(workerinput.get("workercount", 1))))
+    for item in ray_items:
+        item.add_marker(pytest.mark.slow)
+        item.stash[_RAY_GROUP_KEY] = groups[item.nodeid]
+    shared = workerinput.get(_SHARED_DIR)
     if shared is not None:
-        worker = config.workerinput["workerid"]
-        ray_ids = [item.nodeid for item in items if _starts_ray(item)]
-        written = Path(shared) / f"ray-tests.{worker}.json.tmp"
-        written.write_text(json.dumps(ray_ids))
+        written = Path(shared) / f"ray-groups.{workerinput['workerid']}.json.tmp"
+        written.write_text(json.dumps(groups))
         written.replace(written.with_suffix(""))  # before the worker reports its collection
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """On the xdist controller, schedule the Ray tests onto one worker; on a worker,
-    compute on one torch thread (:func:`_one_torch_thread_per_worker`)."""
+    """On the xdist controller, write Ray's token and schedule each Ray group onto one
+    worker; on a worker, give Ray a temp folder of the worker's own and compute on one
+    torch thread (:func:`_one_torch_thread_per_worker`)."""
     if (not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist")
             and config.getoption("dist", "no") != "no"):
-        config.pluginmanager.register(RayTestsOnOneWorker(), "raydp_synth_ray_tests")
+        _one_ray_token_for_every_worker()
+        config.pluginmanager.register(RayGroupsOnTheirOwnWorkers(), "raydp_synth_ray_tests")
     if hasattr(config, "workerinput"):
+        _ray_temp_folder_of_this_worker(config)
         _one_torch_thread_per_worker()
+
+
+def _one_ray_token_for_every_worker() -> None:
+    """Write Ray's token (``~/.ray/auth_token``) before the workers start, if it is
+    missing and token authentication would be on. Otherwise each worker's first
+    ``ray.init`` would write a token of its own, and one worker's cluster would refuse
+    the token that its commands (``ray job submit``, ``raydp-synth``) read later."""
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return
+    from ray._private.authentication.authentication_token_setup import (
+        _get_default_token_path,
+        generate_and_save_token,
+    )
+
+    if not _get_default_token_path().exists():
+        generate_and_save_token()
+
+
+def _ray_temp_folder_of_this_worker(config: pytest.Config) -> None:
+    """``RAY_TMPDIR``: a folder of the worker's own, inside the controller's shared
+    folder (which the controller removes at the end). The address file of a ``ray
+    start`` that one worker's test makes is then not found by the other worker's
+    ``ray.init`` or commands, which would join that cluster instead of their own. The
+    shared folder's name is short, so Ray's socket paths stay within the OS's limit."""
+    shared = config.workerinput.get(_SHARED_DIR)
+    if shared is None:
+        return
+    folder = Path(shared) / config.workerinput["workerid"]
+    folder.mkdir()
+    os.environ["RAY_TMPDIR"] = str(folder)
 
 
 def _one_torch_thread_per_worker() -> None:
     """Two xdist workers share CI's two cores: each computes on one torch thread.
 
-    The Ray tests' worker is the suite's critical path: its tests run one after
-    another for the whole run (21 minutes), while the other worker's take about 8.
-    With torch's default of a thread per core, that worker's two threads and the Ray
-    side's processes (the driver's evaluation, the Ray actors, the accountant's
-    pricing) asked for three or more cores of two, and Ray tests ran up to four times
-    slower than alone. With this, and shorter fault studies, the suite took 21.4
-    minutes instead of 25.5 (the Ray tests 1,263 s instead of 1,504, the other
-    worker's 507 instead of 580). The Ray actors set their own threads
+    With torch's default of a thread per core, one worker's two threads and the other's
+    Ray processes (the driver's evaluation, the Ray actors, the accountant's pricing)
+    asked for three or more cores of two, and Ray tests ran up to four times slower
+    than alone. With this, and shorter fault studies, the suite took 21.4 minutes
+    instead of 25.5 when one worker ran every Ray test (the Ray tests 1,263 s instead of
+    1,504, the other worker's 507 instead of 580). The Ray actors set their own threads
     (``threads_per_worker``); ``-n 0`` keeps torch's default.
     """
     import torch
@@ -100,13 +193,13 @@ def _one_torch_thread_per_worker() -> None:
     torch.set_num_threads(1)
 
 
-class RayTestsOnOneWorker:
-    """xdist controller plugin: the workers write the node ids of their Ray tests to a
-    shared folder as they collect; the scheduler makes them one unit of work, which one
+class RayGroupsOnTheirOwnWorkers:
+    """xdist controller plugin: the workers write each Ray test's group to a shared
+    folder as they collect; the scheduler makes each group one unit of work, which one
     worker runs in order, and spreads every other test singly over the workers."""
 
     def __init__(self) -> None:
-        self.shared = Path(tempfile.mkdtemp(prefix="raydp-synth-xdist-"))
+        self.shared = Path(tempfile.mkdtemp(prefix="rds-"))
 
     def pytest_configure_node(self, node) -> None:
         node.workerinput[_SHARED_DIR] = str(self.shared)
@@ -117,17 +210,17 @@ class RayTestsOnOneWorker:
         shared = self.shared
 
         class RayGroupScheduling(LoadScopeScheduling):
-            ray_ids: frozenset[str] | None = None
+            group_of: dict[str, str] | None = None
 
             def _split_scope(self, nodeid: str) -> str:
-                if self.ray_ids is None:
-                    written = sorted(shared.glob("ray-tests.*.json"))
+                if self.group_of is None:
+                    written = sorted(shared.glob("ray-groups.*.json"))
                     if len(written) != len(self.nodes):
                         raise RuntimeError(f"{len(written)} of {len(self.nodes)} xdist workers "
                                            f"said which tests start Ray (in {shared})")
-                    self.ray_ids = frozenset(json.loads(written[0].read_text()))
-                # The largest unit, so xdist hands it out first (--loadscope-reorder).
-                return RAY_GROUP if nodeid in self.ray_ids else nodeid
+                    self.group_of = json.loads(written[0].read_text())
+                # The largest units, so xdist hands them out first (--loadscope-reorder).
+                return self.group_of.get(nodeid, nodeid)
 
         return RayGroupScheduling(config, log)
 
@@ -141,20 +234,33 @@ def _ray_is_initialized() -> bool:
 
 
 @pytest.fixture(scope="session")
-def _one_worker_runs_ray(request: pytest.FixtureRequest):
-    """Held by the first Ray test of a worker until its session ends: a Ray test on a
-    second xdist worker of the same run fails here, before it starts a cluster."""
+def _ray_group_locks(request: pytest.FixtureRequest):
+    """The Ray groups this worker runs, each held (a lock in the controller's shared
+    folder) until the worker's session ends."""
+    held: dict[str, object] = {}
+    yield held
+    for lock in held.values():
+        lock.close()  # type: ignore[attr-defined]
+
+
+def _each_ray_group_on_one_worker(request: pytest.FixtureRequest) -> None:
+    """A Ray test whose group another xdist worker of the same run holds fails here,
+    before it starts a cluster: two workers must not share a group's order."""
     shared = getattr(request.config, "workerinput", {}).get(_SHARED_DIR)
     if shared is None:
-        yield
         return
-    with open(Path(shared) / "ray.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pytest.fail("Ray tests were scheduled on two xdist workers; they must share "
-                        "one (tests/conftest.py, RayTestsOnOneWorker)")
-        yield
+    group = request.node.stash[_RAY_GROUP_KEY]
+    held = request.getfixturevalue("_ray_group_locks")
+    if group in held:
+        return
+    lock = open(Path(shared) / f"{group}.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        pytest.fail(f"the Ray tests of group {group} were scheduled on two xdist workers; "
+                    "a group runs on one (tests/conftest.py, RayGroupsOnTheirOwnWorkers)")
+    held[group] = lock
 
 
 @pytest.fixture(autouse=True)
@@ -165,7 +271,7 @@ def _no_ray_outside_ray_tests(request: pytest.FixtureRequest):
     and the test fails afterwards even if the code under test caught that error.
     """
     if _starts_ray(request.node):
-        request.getfixturevalue("_one_worker_runs_ray")
+        _each_ray_group_on_one_worker(request)
     if request.node.get_closest_marker("ray") is not None:
         yield
         return
