@@ -140,10 +140,20 @@ def _blocks(doc: str) -> dict[str, str]:
                            doc, flags=re.S))
 
 
+def _stored_seeds(results: Path, label: str) -> list[int]:
+    """The seeds of ``label``'s stored cells, in order: a seed whose study released
+    nothing (dpwgan, digits, epsilon 1, DP-HyPO: seed 1) has no cell, and the row counts
+    the seeds that have one."""
+    cell = re.compile(re.escape(label) + r"-s(\d+)")
+    return sorted(int(m.group(1)) for p in results.iterdir()
+                  if (m := cell.fullmatch(p.name)) is not None)
+
+
 def test_the_docs_strategy_tables_are_the_summaries_of_the_stored_runs() -> None:
     """Each generated block names its dataset (strategies-METHOD-DATASET-epsE or
     strategies-DATASET-...; a ``-h100`` suffix: the GPU's results folder); its rows
-    give the cells; summarise() over the stored result files must give the block back
+    give the cells (the first ``seeds`` stored seeds of each); summarise() over the
+    stored result files must give the block back
     (regenerate with the command in section 4.3 and --update docs/benchmarks.md
     --block NAME)."""
     doc = (ROOT / "docs" / "benchmarks.md").read_text()
@@ -162,6 +172,6 @@ def test_the_docs_strategy_tables_are_the_summaries_of_the_stored_runs() -> None
                 continue
             label = f"{row['method']}-{dataset}-eps{row['epsilon']}-{row['strategy']}"
             cells += [(f"{label}-s{seed}", row["method"], row["epsilon"], row["strategy"], seed)
-                      for seed in range(int(row["seeds"]))]
+                      for seed in _stored_seeds(results, label)[:int(row["seeds"])]]
         assert cells, name
         assert bench.summarise(results, cells) == table, name
