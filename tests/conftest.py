@@ -16,12 +16,12 @@ cluster, as a single process would (:class:`RayGroupsOnTheirOwnWorkers`), and th
 tests that start no Ray are spread over both workers. The Ray tests mostly wait (a
 cluster's start, polling, a killed process's detection), so two groups at once slow
 each other less than they gain: the suite took 21m15s against 25m23s with every Ray
-test on one worker (the same hour, docs/ray-cluster.md section 6). Each worker's Ray lives in a temp folder of its own
-(``RAY_TMPDIR``), so neither worker's commands find the other's ``ray start``
-cluster, and the controller writes Ray's token once, before the workers start. xdist's
-own ``--dist loadgroup`` cannot do this: with pytest 9.2 it silently ignores its groups
-(pytest-xdist issue 1386). A group's test on a second worker fails loudly
-(:func:`_each_ray_group_on_one_worker`).
+test on one worker (the same hour, docs/ray-cluster.md section 6). Each worker's Ray
+lives in a temp folder of its own (``RAY_TMPDIR``), so neither worker's commands find
+the other's ``ray start`` cluster, and the controller writes Ray's token once, before
+the workers start. xdist's own ``--dist loadgroup`` cannot do this: with pytest 9.2 it
+silently ignores its groups (pytest-xdist issue 1386). A group's test on a second
+worker fails loudly (:func:`_each_ray_group_on_one_worker`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -97,13 +98,13 @@ def ray_groups(nodeids: list[str], groups: int) -> dict[str, str]:
     longest first (:data:`RAY_MODULE_SECONDS`), each to the group with the least time
     so far. A module stays together, so its module-scoped fixtures (the release bundle's
     study, for one) are built once."""
-    modules = sorted({_module_of(n) for n in nodeids},
-                     key=lambda m: (-RAY_MODULE_SECONDS.get(m, UNLISTED_RAY_MODULE_SECONDS), m))
-    load = [0.0] * max(1, min(groups, len(modules)))
+    seconds = {m: RAY_MODULE_SECONDS.get(m, UNLISTED_RAY_MODULE_SECONDS)
+               for m in {_module_of(n) for n in nodeids}}
+    load = [0.0] * max(1, min(groups, len(seconds)))
     group_of: dict[str, str] = {}
-    for module in modules:
+    for module in sorted(seconds, key=lambda m: (-seconds[m], m)):
         lightest = min(range(len(load)), key=lambda g: (load[g], g))
-        load[lightest] += RAY_MODULE_SECONDS.get(module, UNLISTED_RAY_MODULE_SECONDS)
+        load[lightest] += seconds[module]
         group_of[module] = f"ray-{lightest}"
     return {n: group_of[_module_of(n)] for n in nodeids}
 
@@ -152,7 +153,9 @@ def _one_ray_token_for_every_worker() -> None:
     """Write Ray's token (``~/.ray/auth_token``) before the workers start, if it is
     missing and token authentication would be on. Otherwise each worker's first
     ``ray.init`` would write a token of its own, and one worker's cluster would refuse
-    the token that its commands (``ray job submit``, ``raydp-synth``) read later."""
+    the token that its commands (``ray job submit``, ``raydp-synth``) read later. Not
+    the product's ``_token_auth_as_ray_init_would``: that also sets ``RAY_AUTH_MODE``
+    in this process, which every worker would inherit before any test runs."""
     if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
         return
     from ray._private.authentication.authentication_token_setup import (
@@ -238,10 +241,10 @@ def _ray_is_initialized() -> bool:
 def _ray_group_locks(request: pytest.FixtureRequest):
     """The Ray groups this worker runs, each held (a lock in the controller's shared
     folder) until the worker's session ends."""
-    held: dict[str, object] = {}
+    held: dict[str, IO[str]] = {}
     yield held
     for lock in held.values():
-        lock.close()  # type: ignore[attr-defined]
+        lock.close()
 
 
 def _each_ray_group_on_one_worker(request: pytest.FixtureRequest) -> None:
