@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     for entry in entries[1:]:
         plan_eps = _plan_epsilon(entry, statement["delta"])
         kind = entry["kind"] + ("*" if entry.get("phase") == "final" else "")
-        print(f"  {entry.get('time', ''):<32} {kind:<8} {entry.get('trial_id', ''):<22} "
+        trial = entry.get("trial_id") or ", ".join(entry.get("trial_ids", []))  # undraw
+        print(f"  {entry.get('time', ''):<32} {kind:<8} {trial:<22} "
               f"{plan_eps:>12}  {entry.get('reason') or ''}")
     print(f"study statement: ({statement['epsilon']:.4f}, {statement['delta']:g})-DP for the whole "
           f"search so far (budget epsilon {statement['budget_epsilon']:g}); "

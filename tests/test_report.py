@@ -148,7 +148,7 @@ def test_a_random_stopping_study_never_shows_its_trial_count(tmp_path) -> None:
     settings = _random_stopping(_plan(1.0, 0.02, 200), trials=2, distribution="geometric")
     study = Study(study_dir, settings, trial_count=7)
     for i in range(7):
-        assert study.request(f"t{i}", _plan(1.2, 0.02, 150)).granted
+        assert study.request(f"t{i}", _plan(1.2, 0.02, 150), draw=True).granted
     (study_dir / "study.json").write_text(json.dumps({"request": {
         "method": "dpaf", "selection": "random-stopping", "trials": 2,
         "distribution": "geometric", "dataset": "digits"}}))

@@ -232,6 +232,35 @@ class BudgetAccountant:
         self._publish()
         return self._response(trial_id, decision.granted, decision.reason)
 
+    def draw(self, trial_id: str) -> bool:
+        """Whether the search may propose a configuration for ``trial_id`` now: under
+        random stopping, whether it is one of the first K draws (recorded in the ledger
+        before the answer; :meth:`~raydp_synth.accountant.core.StudyBudget.decide_draw`);
+        else whether any grant is possible. False, with the ledger error in
+        :meth:`status`, when the draw cannot be recorded (fail closed: a trial that is
+        not drawn is never granted)."""
+        drawn, entry = self._budget.decide_draw(trial_id)
+        if entry is None:
+            return drawn and self._ledger_error is None
+        try:
+            self._append(entry)
+        except OSError:
+            return False
+        self._budget.take_draws(entry)
+        return True
+
+    def undraw(self, trial_ids: list[str] | None = None) -> int:
+        """Take back draws that were neither granted nor refused, so the search draws
+        afresh in their place: on ``--resume``, all of them (trials of the interrupted
+        study that never asked; they read nothing); ``trial_ids``: only those. Returns
+        how many; 0 if none."""
+        entry = self._budget.undraw_entry(trial_ids)
+        if entry is None:
+            return 0
+        self._append(entry)
+        self._budget.take_draws(entry)
+        return len(entry["trial_ids"])
+
     def granted_events(self) -> list[dict[str, Any]]:
         """The granted plans' events (``event_to_json``), in grant order: a compose
         study sizes the next trial's plan against them."""

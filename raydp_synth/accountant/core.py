@@ -29,7 +29,12 @@ Privacy argument, by mode:
   ledger, and never put into :meth:`StudyBudget.statement`. Every granted plan must
   be dominated by the study's reference plan E_ref at every RDP order; the whole
   study then costs ``RepeatAndSelectDpEvent(E_ref, mean, shape)``. A granted trial
-  counts as one of the K runs even if it crashes (score -inf).
+  counts as one of the K runs even if it crashes (score -inf). The K runs are the
+  first K configurations the search *drew*, whatever order their trials ask in:
+  the search records each draw in the ledger before it proposes the configuration
+  (:meth:`StudyBudget.decide_draw`), stops at K draws, and only drawn trials are
+  granted. With several trials at once, granting the first K to *ask* would select
+  configurations by how fast they plan (the theorem needs i.i.d. draws).
 * ``subsampled``: Koskela & Kulkarni, 2023, "Practical Differentially Private
   Hyperparameter Tuning with Subsampling", variant 1
   (:mod:`raydp_synth.privacy.subsampled_tuning`). The tuning phase is random stopping
@@ -97,6 +102,7 @@ __all__ = [
     "REASON_FINAL_DONE",
     "REASON_RERUN",
     "REASON_TUNING_UNFINISHED",
+    "REASON_NOT_DRAWN",
     "REASON_TRIAL_COUNT",
     "Decision",
     "StudyBudget",
@@ -113,6 +119,11 @@ LEDGER_FORMAT = 1
 MODES = ("compose", "random-stopping", "subsampled")
 #: The modes that draw a secret trial count K and check plans against E_ref.
 _RANDOM_STOPPING_MODES = ("random-stopping", "subsampled")
+#: The random-stopping header's key that says the study records its draws: a trial is
+#: granted only if it is one of the first K the search drew (``draw`` entries), so the
+#: K runs are the first K i.i.d. draws whatever order the trials ask in. A ledger
+#: without it (written before) grants the first K to ask, as it did.
+DRAW_ORDER_KEY = "draw_order"
 #: A grant entry's ``phase`` for a subsampled study's final run.
 FINAL_PHASE = "final"
 #: The name of the bound a ``subsampled`` statement states.
@@ -126,6 +137,7 @@ SUBSAMPLED_BOUND = (
 #: Reasons of refusals (the start of ``reason``; the rest says what was asked).
 REASON_BUDGET = "budget exhausted"
 REASON_TRIAL_COUNT = "the study's trial count is reached"
+REASON_NOT_DRAWN = "the trial is not one of the study's K draws"
 REASON_NOT_DOMINATED = "plan is not dominated by the study's reference plan"
 REASON_INVALID = "not a valid plan"
 REASON_CHANGED = "plan differs from the one already granted to this trial"
@@ -347,6 +359,7 @@ def new_study_header(settings: StudySettings, *, name: str) -> dict[str, Any]:
     if settings.mode in _RANDOM_STOPPING_MODES:
         rng = np.random.default_rng(secrets.randbits(128))
         header["trial_count"] = draw_trial_count(settings.distribution, settings.trials, rng)
+        header[DRAW_ORDER_KEY] = True
     return header
 
 
@@ -416,6 +429,11 @@ class StudyBudget:
         self._composition = Composition()  # compose mode: every grant, in ledger order
         self._grants: dict[str, dict[str, Any]] = {}
         self._refused: set[str] = set()
+        #: random-stopping with a draw-ordered ledger: the trials the search drew, in
+        #: the order it drew them (at most K); None: grants go to the first K to ask.
+        self._draws: dict[str, None] | None = (
+            {} if settings.mode in _RANDOM_STOPPING_MODES and header.get(DRAW_ORDER_KEY)
+            else None)
         self._recorded = 0  # entries applied or recorded: the state a decision is based on
 
     @classmethod
@@ -461,7 +479,8 @@ class StudyBudget:
         return frozenset(self._refused)
 
     def apply(self, entry: Mapping[str, Any], *, line: int) -> None:
-        """Replay one ledger entry (a grant or a refusal) that was recorded live.
+        """Replay one ledger entry (a grant, a refusal, a draw or an undraw) that was
+        recorded live.
 
         Every grant line is charged, even a (never expected) duplicate.
 
@@ -493,12 +512,93 @@ class StudyBudget:
         elif kind == "refusal":
             if trial_id not in self._grants:
                 self._refused.add(str(trial_id))
+        elif kind in ("draw", "undraw") and self._draws is not None:
+            try:
+                self._take_draws(entry)
+            except (KeyError, TypeError) as exc:
+                raise ConfigError(
+                    f"ledger {self.source}, line {line}: {kind} entry without its trial "
+                    f"({exc}); restore the ledger from a backup") from exc
         else:
             raise ConfigError(
                 f"ledger {self.source}, line {line}: unexpected entry kind {kind!r}; "
                 "a ledger holds one study: use a new study directory"
             )
         self._recorded += 1
+
+    @property
+    def draws(self) -> tuple[str, ...] | None:
+        """random-stopping with a draw-ordered ledger: the trials the search drew, in
+        draw order (at most K); None for other modes and older ledgers."""
+        return None if self._draws is None else tuple(self._draws)
+
+    def _undecided_draws(self) -> list[str]:
+        """Drawn trials that were neither granted nor refused (yet)."""
+        return [t for t in (self._draws or ()) if t not in self._grants and t not in self._refused]
+
+    def search_finished(self) -> bool:
+        """random-stopping and a subsampled study's tuning phase: whether all K runs are
+        over. Draw-ordered: K trials drawn and each granted or refused (a refused draw
+        is one of the K runs that outputs nothing: it read no data, and a refusal
+        depends on plans only). Older ledgers: K grants."""
+        if self.trial_count is None:
+            raise PrivacyInvariantError(f"a {self.settings.mode} study without its trial count")
+        if self._draws is None:
+            return self.tuning_grants() >= self.trial_count
+        return len(self._draws) >= self.trial_count and not self._undecided_draws()
+
+    def decide_draw(self, trial_id: str) -> tuple[bool, dict[str, Any] | None]:
+        """Whether the search may draw a configuration for trial ``trial_id`` now, and
+        the ledger entry to append before it does (None: nothing to record).
+
+        Random stopping prices the best of the first K i.i.d. draws. With several
+        trials at once, the order in which trials ask for their grants depends on
+        their configurations (a plan that takes longer to calibrate asks later), so
+        granting the first K to ask would select configurations by their speed: the
+        runs would no longer be i.i.d. draws of one distribution. So a draw-ordered
+        study numbers the draws as the search makes them: the first K are drawn, later
+        ones are not, and :meth:`decide` grants drawn trials only.
+
+        Compose, and random-stopping ledgers written before draws were recorded:
+        whether a grant is possible at all (:meth:`can_grant`), nothing recorded.
+
+        Raises:
+            ConfigError: ``trial_id`` is not a non-empty string.
+        """
+        if not isinstance(trial_id, str) or not trial_id:
+            raise ConfigError(f"Expected trial_id={trial_id!r} to be a non-empty string.")
+        if self._draws is None:
+            return self.can_grant(), None
+        if trial_id in self._draws:
+            return True, None
+        assert self.trial_count is not None
+        if self._final_event is not None or len(self._draws) >= self.trial_count:
+            return False, None
+        return True, {"kind": "draw", "trial_id": trial_id, "time": _now()}
+
+    def undraw_entry(self, trial_ids: Sequence[str] | None = None) -> dict[str, Any] | None:
+        """The ledger entry that takes back undecided draws (None if there are none):
+        on ``--resume``, all of them (the trials an interrupted study drew that never
+        asked for a grant); ``trial_ids``: only those (a draw the searcher made no
+        trial of). They read nothing; the search draws afresh in their place."""
+        pending = [t for t in self._undecided_draws() if trial_ids is None or t in trial_ids]
+        if not pending:
+            return None
+        return {"kind": "undraw", "trial_ids": pending, "time": _now()}
+
+    def take_draws(self, entry: Mapping[str, Any]) -> None:
+        """Take a ``draw`` or ``undraw`` entry into the state, once it is durable."""
+        self._take_draws(entry)
+        self._recorded += 1
+
+    def _take_draws(self, entry: Mapping[str, Any]) -> None:
+        if self._draws is None:
+            raise PrivacyInvariantError("a draw in a study that does not record its draws")
+        if entry["kind"] == "draw":
+            self._draws.setdefault(str(entry["trial_id"]), None)
+        else:
+            for trial_id in entry["trial_ids"]:
+                self._draws.pop(str(trial_id), None)
 
     def tuning_grants(self) -> int:
         """Grants of trials (every grant but a subsampled study's final run)."""
@@ -547,9 +647,7 @@ class StudyBudget:
         still allows a tuning trial (the final run is granted apart); compose:
         whether any budget is left at all (a given plan may still not fit)."""
         if self.settings.mode in _RANDOM_STOPPING_MODES:
-            if self.trial_count is None:
-                raise PrivacyInvariantError(f"a {self.settings.mode} study without its trial count")
-            return self.tuning_grants() < self.trial_count
+            return not self.search_finished()
         return self.spent_epsilon() < self.settings.epsilon
 
     def granted_events(self) -> list[dict[str, Any]]:
@@ -697,6 +795,10 @@ class StudyBudget:
                                  event_json)
         if self.tuning_grants() >= self.trial_count:
             return self._refusal(trial_id, REASON_TRIAL_COUNT, event_json)
+        if self._draws is not None and trial_id not in self._draws:
+            return self._refusal(
+                trial_id, f"{REASON_NOT_DRAWN}: grants go to the first K trials the search "
+                "drew, in the order it drew them, not to the first to ask", event_json)
         try:
             covered = dominates(self._reference, plan)
         except _UNPRICEABLE as exc:
@@ -722,7 +824,7 @@ class StudyBudget:
             raise PrivacyInvariantError("a subsampled study without its trial count or curve")
         if self._final_event is not None:
             return self._refusal(trial_id, REASON_FINAL_DONE, event_json)
-        if self.tuning_grants() < self.trial_count:
+        if not self.search_finished():
             return self._refusal(
                 trial_id, f"{REASON_TUNING_UNFINISHED}: the final run is granted after the "
                 "study's random number of tuning trials", event_json)

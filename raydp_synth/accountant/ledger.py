@@ -20,6 +20,11 @@ Entry kinds (written by :mod:`raydp_synth.accountant.actor`):
   stopping, the drawn trial count K (curator-only: never published).
 * ``{"kind": "grant", "trial_id", "event", "time"}``: a plan that was granted.
 * ``{"kind": "refusal", "trial_id", "reason", "time"}``: a plan that was refused.
+* ``{"kind": "draw", "trial_id", "time"}`` (random stopping): the search drew this
+  trial, before it proposed its configuration; only the first K drawn are granted.
+  The header of such a study has ``"draw_order": true``.
+* ``{"kind": "undraw", "trial_ids", "time"}`` (on ``--resume``): draws that never asked
+  for a grant, taken back; the search draws afresh in their place.
 
 The ledger is curator-only (docs/architecture.md, section 6): it is created owner-only (0o600),
 in a directory created owner-only (0o700) when it does not exist yet.

@@ -31,8 +31,10 @@ MANY_NO_OPS = 0.5
 
 
 class BudgetAwareSearch(Searcher):
-    """Wraps a Tune searcher: stops suggesting once the accountant can grant no
-    further trial, so the study ends without killing trials already granted; and
+    """Wraps a Tune searcher: each proposal is first a draw the accountant records
+    (random stopping grants the first K draws only); stops suggesting once the
+    accountant draws no more, so the study ends without killing trials already
+    granted; and
     stops after :data:`MAX_UNGRANTED_IN_A_ROW` trials in a row end without a grant.
     Per-epoch results are not forwarded (no pruning: FIFO)."""
 
@@ -44,6 +46,7 @@ class BudgetAwareSearch(Searcher):
         self.finished = 0
         self.no_ops = 0  # granted, but invalid: a draw that could not run
         self.warned_no_ops = False
+        self.out: set[str] = set()  # proposed, not complete
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
                               **spec: Any) -> bool:
@@ -52,17 +55,40 @@ class BudgetAwareSearch(Searcher):
     # Ray's Searcher.suggest may return Searcher.FINISHED (a str), though its
     # annotation says dict | None.
     def suggest(self, trial_id: str) -> dict | str | None:  # type: ignore[override]
-        status = ray.get(get_accountant(self.study_name).status.remote())
-        if not status["can_grant"]:
-            if status.get("ledger_error"):
-                _LOG.warning(f"stopping the search: {status['ledger_error']}")
-            return Searcher.FINISHED
+        """The inner searcher's proposal for ``trial_id``, once the accountant has
+        recorded the draw; None (not now) while K draws are made but some drawn trial
+        is still out (it may fail before it asks, and be drawn again); FINISHED when
+        the accountant draws no more (random stopping: K draws, each granted or
+        refused; compose: the budget is spent) or too many trials in a row went
+        ungranted.
+
+        The draw is recorded before the inner searcher proposes, so the j-th recorded
+        draw is the j-th proposal, and under random stopping the trials granted are the
+        first K proposals, whatever order their trials then ask in (several run at once
+        under ``--max-concurrent``)."""
         if self.ungranted_in_a_row >= MAX_UNGRANTED_IN_A_ROW:
             _LOG.warning(f"{self.ungranted_in_a_row} trials in a row ended without a "
                   "grant (see their errors, or the 'reason' in their results); stopping "
                   "the search")
             return Searcher.FINISHED
-        return self.inner.suggest(trial_id)
+        accountant = get_accountant(self.study_name)
+        if not ray.get(accountant.draw.remote(trial_id)):
+            status = ray.get(accountant.status.remote())
+            if status.get("ledger_error"):
+                _LOG.warning(f"stopping the search: {status['ledger_error']}")
+                return Searcher.FINISHED
+            if status["can_grant"] and self.out:
+                return None  # K drawn, some still out: one may fail and be drawn again
+            if status["can_grant"]:  # a draw of no trial of this search (never expected)
+                _LOG.warning("stopping the search: the study has drawn trials that this "
+                             "search did not run; resume the study (--resume)")
+            return Searcher.FINISHED
+        proposal = self.inner.suggest(trial_id)
+        if proposal is None or proposal == Searcher.FINISHED:  # no trial: no run
+            ray.get(accountant.undraw.remote([trial_id]))
+        else:
+            self.out.add(trial_id)
+        return proposal
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         pass  # per-epoch training metrics: no pruning on them (FIFO)
@@ -70,6 +96,12 @@ class BudgetAwareSearch(Searcher):
     def on_trial_complete(self, trial_id: str, result: dict | None = None,
                           error: bool = False) -> None:
         granted = bool(result and result.get("granted")) and not error
+        self.out.discard(trial_id)
+        if error:
+            # A trial that failed before it asked for a grant read nothing: its draw is
+            # taken back and the search draws again in its place (a trial that was
+            # granted or refused keeps its draw: it is one of the K runs).
+            ray.get(get_accountant(self.study_name).undraw.remote([trial_id]))
         self.ungranted_in_a_row = 0 if granted else self.ungranted_in_a_row + 1
         self.finished += 1
         self.no_ops += int(granted and bool(result and result.get("invalid")))

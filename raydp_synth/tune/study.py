@@ -749,6 +749,14 @@ def _start_accountant(request: StudyRequest, prepared: _PreparedStudy) -> Any:
         tune_fraction=request.tune_fraction if request.selection == "subsampled" else None,
     )
     ray.get(accountant.status.remote())  # surfaces a ledger/settings mismatch now
+    if request.resume:
+        # Random stopping: trials the interrupted study drew but that never asked for
+        # a grant read nothing; the search draws afresh in their place (a restored
+        # one that asks is refused as undrawn), so K draws are all decided.
+        taken_back = ray.get(accountant.undraw.remote())
+        if taken_back:
+            _LOG.info(f"{taken_back} trial(s) drawn before the interruption never asked for "
+                      "a grant; the search draws again in their place")
     if not request.resume:
         (study_dir / "study.json").write_text(json.dumps({
             "request": request_json(request),

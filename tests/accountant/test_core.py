@@ -24,6 +24,7 @@ from raydp_synth.accountant.core import (
     REASON_CHANGED,
     REASON_INVALID,
     REASON_NOT_DOMINATED,
+    REASON_NOT_DRAWN,
     REASON_RERUN,
     REASON_TRIAL_COUNT,
     Decision,
@@ -83,7 +84,8 @@ def _random_stopping(reference: dict, trials: int = 2, distribution: str = "geom
 
 
 class Study:
-    """The actor's request path without Ray: decide, append to the ledger, record."""
+    """The actor's request path without Ray: decide, append to the ledger, record;
+    and its draw path (the searcher's ``draw`` before it proposes a configuration)."""
 
     def __init__(self, directory: Path, study: StudySettings, trial_count: int | None = None):
         self.ledger = Ledger(directory / LEDGER_NAME)
@@ -94,7 +96,26 @@ class Study:
         self.budget = StudyBudget(study, header, source=self.ledger.path)
         self.decisions: list[Decision] = []
 
-    def request(self, trial_id: str, event: dict, attempt: str | None = None) -> Decision:
+    def draw(self, trial_id: str) -> bool:
+        drawn, entry = self.budget.decide_draw(trial_id)
+        if entry is not None:
+            self.ledger.append(entry)
+            self.budget.take_draws(entry)
+        return drawn
+
+    def undraw(self, trial_ids: list[str] | None = None) -> list[str]:
+        entry = self.budget.undraw_entry(trial_ids)
+        if entry is None:
+            return []
+        self.ledger.append(entry)
+        self.budget.take_draws(entry)
+        return list(entry["trial_ids"])
+
+    def request(self, trial_id: str, event: dict, attempt: str | None = None, *,
+                draw: bool = False) -> Decision:
+        """``draw``: the search draws the trial first, as a live study does."""
+        if draw:
+            self.draw(trial_id)
         decision = self.budget.decide(trial_id, event, attempt)
         if decision.entry is not None:
             self.ledger.append(decision.entry)
@@ -109,6 +130,7 @@ class Study:
 def _state(budget: StudyBudget) -> tuple:
     return (
         list(budget.grants.items()),
+        budget.draws,
         budget.refused,
         budget.spent_epsilon(),
         budget.can_grant(),
@@ -150,9 +172,9 @@ REQUESTS = st.lists(
 )
 
 
-def _run(study: Study, requests: list) -> None:
+def _run(study: Study, requests: list, *, draw: bool = False) -> None:
     for trial_id, plan, attempt, retried in requests:
-        study.request(trial_id, plan, attempt)
+        study.request(trial_id, plan, attempt, draw=draw)
         if retried:
             study.request(trial_id, plan, attempt)
 
@@ -202,16 +224,23 @@ def test_compose_replay_is_live_and_never_overspends(tmp_path_factory, requests,
     requests=REQUESTS,
     reference=st.builds(lambda s, n: _plan(s, None, n), st.floats(1.0, 4.0), st.integers(1, 10)),
     trial_count=st.integers(0, 5),
+    drawn=st.booleans(),
 )
 def test_random_stopping_replay_is_live_and_grants_at_most_k_dominated_plans(
-        tmp_path_factory, requests, reference, trial_count):
+        tmp_path_factory, requests, reference, trial_count, drawn):
+    """``drawn``: the search draws each trial before it asks (the live path); else no
+    trial is drawn, and none may be granted."""
     study_settings = _random_stopping(reference)
     study = Study(tmp_path_factory.mktemp("study"), study_settings, trial_count=trial_count)
     statement = study.budget.statement()
-    _run(study, requests)
+    _run(study, requests, draw=drawn)
 
-    grants = [e for e in study.ledger.entries() if e["kind"] == "grant"]
+    entries = study.ledger.entries()
+    grants = [e for e in entries if e["kind"] == "grant"]
+    draws = [e["trial_id"] for e in entries if e["kind"] == "draw"]
+    assert len(draws) <= trial_count and study.budget.draws == tuple(draws)
     assert len(grants) <= trial_count
+    assert {g["trial_id"] for g in grants} <= set(draws)  # only drawn trials are granted
     assert len({g["trial_id"] for g in grants}) == len(grants)
     for grant in grants:
         assert dominates(event_from_json(reference), event_from_json(grant["event"]))
@@ -219,13 +248,14 @@ def test_random_stopping_replay_is_live_and_grants_at_most_k_dominated_plans(
         if not decision.granted:
             assert decision.reason.startswith(
                 (REASON_TRIAL_COUNT, REASON_NOT_DOMINATED, REASON_INVALID, REASON_RERUN,
-                 REASON_CHANGED)
+                 REASON_CHANGED, REASON_NOT_DRAWN)
             )
     # the cost was fixed when the study started; K is never stated
     assert study.budget.statement() == statement
     assert statement["epsilon"] <= study_settings.epsilon
     assert not {"trial_count", "trials_granted", "events"} & set(statement)
-    assert study.budget.can_grant() == (len(grants) < trial_count)
+    # every drawn trial asked at once, so the search is over once K were drawn
+    assert study.budget.can_grant() == (len(draws) < trial_count)
     assert _state(study.replay(study_settings)) == _state(study.budget)
     assert _state(study.replay()) == _state(study.budget)
 
@@ -395,20 +425,88 @@ def test_random_stopping(tmp_path):
     assert statement["reference_event"] == reference
     assert statement["budget_epsilon"] == 2 * expected
 
-    less_noise = study.request("x1", _plan(0.9, 0.02, 200))
-    assert not less_noise.granted and less_noise.reason.startswith(REASON_NOT_DOMINATED)
-    assert not study.request("x2", _plan(1.0, 0.02, 201)).granted  # more steps
-
     k = study.ledger.entries()[0]["trial_count"]  # drawn from OS entropy
     assert isinstance(k, int) and k >= 1 and study.budget.trial_count == k
-    decisions = [study.request(f"t{i}", _plan(1.2, 0.02, 150)) for i in range(k)]
+    decisions = [study.request(f"t{i}", _plan(1.2, 0.02, 150), draw=True) for i in range(k)]
     assert all(d.granted for d in decisions)
-    assert not study.budget.can_grant()
+    assert not study.budget.can_grant() and not study.draw("late")
     last = study.request("late", reference)
     assert not last.granted and last.reason == REASON_TRIAL_COUNT
+
+    (tmp_path / "k3").mkdir()
+    study = Study(tmp_path / "k3", study_settings, trial_count=3)
+    less_noise = study.request("x1", _plan(0.9, 0.02, 200), draw=True)
+    assert not less_noise.granted and less_noise.reason.startswith(REASON_NOT_DOMINATED)
+    assert not study.request("x2", _plan(1.0, 0.02, 201), draw=True).granted  # more steps
+    assert study.budget.can_grant()  # two of the three runs output nothing
+    assert study.request("t0", reference, draw=True).granted
+    assert not study.budget.can_grant()  # x1, x2 and t0 are the K = 3 runs
     assert study.budget.statement() == statement  # the cost was fixed at the start
     assert not {"trial_count", "trials_granted", "events"} & set(statement)
     assert _state(study.replay()) == _state(study.budget)
+
+
+def test_random_stopping_grants_the_first_k_draws_whatever_order_they_ask_in(tmp_path):
+    """Packed trials ask in an order their configurations set (a slower plan asks
+    later): the K runs must be the first K draws, not the first K to ask."""
+    reference = _plan(1.0, 0.02, 200)
+    study = Study(tmp_path, _random_stopping(reference), trial_count=3)
+    assert [study.draw(t) for t in ("a", "b", "c", "d")] == [True, True, True, False]
+    assert study.draw("b")  # drawn already: idempotent, nothing recorded
+    assert [e["trial_id"] for e in study.ledger.entries() if e["kind"] == "draw"] == ["a", "b", "c"]
+    late = study.request("d", reference)  # the fourth proposal asks first
+    assert not late.granted and late.reason.startswith(REASON_NOT_DRAWN)
+    assert [study.request(t, reference).granted for t in ("c", "b")] == [True, True]
+    assert study.budget.can_grant()  # "a" has not asked yet
+    assert study.request("a", reference).granted
+    assert not study.budget.can_grant() and list(study.budget.grants) == ["c", "b", "a"]
+    assert _state(study.replay()) == _state(study.budget)
+
+
+def test_a_draw_that_never_asks_is_taken_back_on_resume(tmp_path):
+    """A trial drawn before an interruption that never asked for its grant read
+    nothing: ``--resume`` takes the draw back and the search draws afresh; if the old
+    trial is restored and asks, it is refused. A ledger line is replayed as it was."""
+    reference = _plan(1.0, 0.02, 200)
+    study = Study(tmp_path, _random_stopping(reference), trial_count=2)
+    assert study.draw("a") and study.draw("b") and not study.draw("c")
+    assert study.request("a", reference).granted
+    assert study.budget.can_grant() and not study.draw("c")  # "b" is still out
+    assert study.undraw() == ["b"] and study.undraw() == []
+    assert _state(study.replay()) == _state(study.budget)
+    assert study.draw("c")
+    restored = study.request("b", reference)
+    assert not restored.granted and restored.reason.startswith(REASON_NOT_DRAWN)
+    assert study.request("c", reference).granted
+    assert not study.budget.can_grant() and list(study.budget.grants) == ["a", "c"]
+    assert study.undraw(["x"]) == []  # only undecided draws are taken back
+    assert _state(study.replay()) == _state(study.budget)
+
+
+def test_a_ledger_from_before_draws_grants_the_first_k_to_ask(tmp_path):
+    """A random-stopping ledger written before draws were recorded resumes as it ran:
+    no draw is recorded, and a draw entry in it cannot be replayed."""
+    reference = _plan(1.0, 0.02, 200)
+    study_settings = _random_stopping(reference)
+    ledger = Ledger(tmp_path / LEDGER_NAME)
+    header = {k: v for k, v in new_study_header(study_settings, name="old").items()
+              if k != "draw_order"} | {"trial_count": 1}
+    ledger.append(header, create=True)
+    budget = StudyBudget(study_settings, header)
+    assert budget.draws is None and budget.decide_draw("a") == (True, None)
+    decision = budget.decide("a", reference)
+    budget.record(decision)
+    assert decision.granted and budget.decide_draw("b") == (False, None)
+    with pytest.raises(ConfigError, match="line 2: unexpected entry kind 'draw'"):
+        StudyBudget.replay([header, {"kind": "draw", "trial_id": "a"}])
+    with pytest.raises(ConfigError, match="line 2: draw entry without its trial"):
+        StudyBudget.replay([new_study_header(study_settings, name="new"), {"kind": "draw"}])
+
+
+def test_compose_records_no_draws(tmp_path):
+    study = Study(tmp_path, _compose(1.0))
+    assert study.draw("a") and study.budget.draws is None
+    assert [e["kind"] for e in study.ledger.entries()] == ["study"]
 
 
 _BASE = {"epsilon": 1.0, "delta": DELTA, "mode": "compose", "trials": 10}

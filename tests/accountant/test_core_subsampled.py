@@ -64,12 +64,25 @@ def _apply(budget: StudyBudget, decision) -> None:
     budget.record(decision)
 
 
+def _draw(budget: StudyBudget, *trial_ids: str) -> list[dict]:
+    """The search's draws of ``trial_ids`` (a tuning trial is granted only if drawn);
+    their ledger entries."""
+    entries = []
+    for trial_id in trial_ids:
+        drawn, entry = budget.decide_draw(trial_id)
+        assert drawn and entry is not None
+        budget.take_draws(entry)
+        entries.append(entry)
+    return entries
+
+
 def test_golden_variant1_statement_on_a_fixed_plan(split) -> None:
     """Computed by the code that runs (split_budget, then the accountant's statement
     after K tuning grants and the final grant), pinned."""
     assert split.trial_noise_multiplier == pytest.approx(2.3405, rel=2e-3)
     assert split.final_noise_multiplier == pytest.approx(1.2604, rel=2e-3)
     budget = _budget(split)
+    draws = _draw(budget, "a", "b")
     for t in ("a", "b"):
         _apply(budget, budget.decide(t, event_to_json(_trial(split.trial_noise_multiplier))))
     final = event_to_json(_trial(split.final_noise_multiplier))
@@ -93,7 +106,7 @@ def test_golden_variant1_statement_on_a_fixed_plan(split) -> None:
     assert split.total_epsilon == pytest.approx(s["epsilon"], rel=1e-9)
     # Replay gives the same statement.
     entries = [new_study_header(_settings(split), name="s") | {"trial_count": 2},
-               *(g for g in budget.grants.values())]
+               *draws, *(g for g in budget.grants.values())]
     assert StudyBudget.replay(entries).statement()["epsilon"] == s["epsilon"]
 
 
@@ -102,6 +115,7 @@ def test_the_final_run_is_refused_beyond_the_total_before_k_and_twice(split) -> 
     final = event_to_json(_trial(split.final_noise_multiplier))
     early = budget.decide("final", final, final=True)
     assert not early.granted and early.reason.startswith(REASON_TUNING_UNFINISHED)
+    _draw(budget, "a", "b")
     for t in ("a", "b"):
         _apply(budget, budget.decide(t, event_to_json(_trial(split.trial_noise_multiplier))))
     assert not budget.can_grant()  # K tuning trials: the search stops
@@ -120,6 +134,7 @@ def test_the_final_run_is_refused_beyond_the_total_before_k_and_twice(split) -> 
 
 def test_tuning_trials_must_be_dominated_and_final_only_in_subsampled_mode(split) -> None:
     budget = _budget(split)
+    _draw(budget, "a")
     loud = budget.decide("a", event_to_json(_trial(split.trial_noise_multiplier * 0.9)))
     assert not loud.granted and loud.reason.startswith(REASON_NOT_DOMINATED)
     rs = StudySettings(epsilon=4.0, delta=DELTA, mode="random-stopping", trials=MEAN,

@@ -1,12 +1,15 @@
 """BudgetAwareSearch (raydp_synth.tune.searcher): what it tells the user and Optuna
 when trials end without training (no Ray cluster needed: the accountant is only
-asked in ``suggest``)."""
+asked in ``suggest`` and for a failed trial), and how it draws under random stopping
+(with the real accountant actor)."""
 
 from __future__ import annotations
 
 import logging
 
+import pytest
 from ray import tune
+from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
 from raydp_synth.tune.searcher import BudgetAwareSearch
@@ -32,3 +35,42 @@ def test_many_draws_that_cannot_run_warn_once(caplog) -> None:
     assert search.ungranted_in_a_row == 0  # granted no-ops do not stop the search
     values = [t.value for t in inner._ot_study.trials]
     assert values == [-1.0, 0.5, -1.0, 0.5, -1.0, -1.0]  # Optuna wants finite values
+
+
+@pytest.mark.ray
+def test_the_search_proposes_the_first_k_draws_and_draws_again_for_a_failed_trial(
+        ray_local, tmp_path) -> None:
+    """Random stopping, K = 2 (the ledger's header says so): the search proposes two
+    trials, each drawn in the ledger first, then waits (None) while they are out. A
+    trial that fails before it asks read nothing: its draw is taken back and the
+    search draws again. Once both drawn trials are granted, the search is finished."""
+    import ray
+
+    from raydp_synth.accountant import LEDGER_NAME, Ledger, get_or_create_accountant
+    from raydp_synth.accountant.core import StudySettings, new_study_header
+    from tests.accountant.test_actor import DELTA, _name, _plan
+
+    reference = _plan(2.0, 0.01, 50)
+    settings = {"epsilon": 50.0, "delta": DELTA, "mode": "random-stopping", "trials": 2,
+                "distribution": "geometric", "reference_event": reference}
+    name = _name("search")
+    header = new_study_header(StudySettings(**settings), name=name) | {"trial_count": 2}
+    Ledger(tmp_path / LEDGER_NAME).append(header, create=True)
+    handle = get_or_create_accountant(tmp_path, name, **settings)
+    search = BudgetAwareSearch(
+        OptunaSearch(space={"x": tune.uniform(0, 1)}, metric="score", mode="max", seed=0), name)
+    try:
+        assert isinstance(search.suggest("a"), dict) and isinstance(search.suggest("b"), dict)
+        assert search.suggest("c") is None  # K drawn, both out: not now
+        search.on_trial_complete("a", error=True)  # failed before it asked
+        assert isinstance(search.suggest("d"), dict)
+        for trial_id in ("b", "d"):
+            assert ray.get(handle.request.remote(trial_id, reference))["granted"]
+            search.on_trial_complete(trial_id, result={"score": 0.5, "granted": 1})
+        assert search.suggest("e") == Searcher.FINISHED
+        entries = Ledger(tmp_path / LEDGER_NAME).entries()[1:]
+        assert [(e["kind"], e.get("trial_id") or e["trial_ids"]) for e in entries] == [
+            ("draw", "a"), ("draw", "b"), ("undraw", ["a"]), ("draw", "d"),
+            ("grant", "b"), ("grant", "d")]
+    finally:
+        ray.kill(handle, no_restart=True)

@@ -193,6 +193,35 @@ def test_a_random_stopping_draw_with_no_plan_is_one_of_the_k_runs(ray_local, tmp
 
 @pytest.mark.ray
 @pytest.mark.slow
+def test_packed_random_stopping_runs_exactly_the_first_k_draws(ray_local, tmp_path) -> None:
+    """Two trials at once, K = 1 (geometric, mean 1): the search records its draw in
+    the ledger before it proposes a configuration and stops at K draws, so one trial
+    runs, and it is the drawn one that is granted. Before draws were recorded the
+    search proposed two and granted whichever asked first, which packed trials do
+    in an order their configurations set (docs/budget-pricing.md, 6.2). The space is
+    unplannable at this budget (as above), so the trial reads nothing."""
+    from raydp_synth.errors import BudgetExhausted
+
+    space = tmp_path / "wide.yaml"
+    space.write_text("method: dpwgan\nparams:\n  batch_size: {type: categorical, choices: [128]}\n"
+                     "  lr_d: {type: float, low: 3.0e-4, high: 3.0e-3, log: true}\n")
+    with pytest.raises(BudgetExhausted):
+        run_study(StudyRequest(
+            method="dpwgan", epsilon=0.2, delta=1e-5, trials=1, selection="random-stopping",
+            distribution="geometric", sampler="random", default_share=0.0,
+            search_space=space, settings={"epochs": 1}, storage=tmp_path / "studies",
+            name="e2e-packed", evaluate=False, max_concurrent=2,
+        ))
+    study = tmp_path / "studies" / "e2e-packed"
+    entries = Ledger(study / "ledger.jsonl").entries()
+    assert entries[0]["trial_count"] == 1 and entries[0]["draw_order"] is True
+    assert [e["kind"] for e in entries] == ["study", "draw", "grant"]
+    assert entries[1]["trial_id"] == entries[2]["trial_id"]
+    assert len(list(study.glob("tune/*/result.json"))) == 1
+
+
+@pytest.mark.ray
+@pytest.mark.slow
 def test_restarts_study_trains_the_default_at_the_reference_plan(ray_local, tmp_path,
                                                                   caplog) -> None:
     """``--default-share 1``: the one trial (geometric, mean 1) is the default

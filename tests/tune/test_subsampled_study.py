@@ -229,6 +229,7 @@ def test_planned_tuning_trials_and_final_run_are_granted_within_the_total() -> N
     trial = plan_dominated_by(dpaf, subset_config(dpaf, {**small, "mu": 2}, data, q),
                               subset_data(data, q), reference_event=reference.event(),
                               delta=1e-5, score_share=0.2)
+    budget.take_draws(budget.decide_draw("t")[1])  # the search's draw, then the grant
     budget.record(budget.decide("t", event_to_json(trial.event())))
     assert budget.subsampled_epsilons()["tuning"] == pytest.approx(1.0, rel=2e-3)
     final = plan_for_subsampled_final(dpaf, dpaf.make_config(small, data), data,
