@@ -232,32 +232,41 @@ class BudgetAccountant:
         self._publish()
         return self._response(trial_id, decision.granted, decision.reason)
 
-    def draw(self, trial_id: str) -> bool:
-        """Whether the search may propose a configuration for ``trial_id`` now: under
-        random stopping, whether it is one of the first K draws (recorded in the ledger
-        before the answer; :meth:`~raydp_synth.accountant.core.StudyBudget.decide_draw`);
-        else whether any grant is possible. False, with the ledger error in
-        :meth:`status`, when the draw cannot be recorded (fail closed: a trial that is
-        not drawn is never granted)."""
+    def draw(self, trial_id: str) -> str:
+        """Whether the search may propose a configuration for ``trial_id`` now:
+        ``"drawn"`` (under random stopping: one of the first K draws, recorded in the
+        ledger before this answer; :meth:`~raydp_synth.accountant.core.StudyBudget.decide_draw`;
+        else: a grant is still possible), ``"wait"`` (K draws are made and some drawn
+        trial has not asked yet: it may end without asking, and be drawn again) or
+        ``"finished"`` (no further grant; also when the ledger cannot be written, the
+        error in :meth:`status`: fail closed, a trial that is not drawn is never
+        granted)."""
         drawn, entry = self._budget.decide_draw(trial_id)
+        if entry is not None:
+            try:
+                self._append(entry)
+            except OSError:
+                return "finished"
+            self._budget.take_draws(entry)
+        if drawn and self._ledger_error is None:
+            return "drawn"
+        if self._ledger_error is None and self._budget.draws_pending():
+            return "wait"
+        return "finished"
+
+    def undraw(self, trial_ids: list[str] | None = None, keep: list[str] | None = None) -> int:
+        """Take back draws that were neither granted nor refused, so the search draws
+        afresh in their place: those of ``trial_ids`` (a trial that ended before it
+        asked), or all but ``keep`` (on ``--resume``: the trials that will not come
+        back to ask). Returns how many; 0 if none, or if the ledger cannot be written
+        (the error in :meth:`status`)."""
+        entry = self._budget.undraw_entry(trial_ids, keep=keep or ())
         if entry is None:
-            return drawn and self._ledger_error is None
+            return 0
         try:
             self._append(entry)
         except OSError:
-            return False
-        self._budget.take_draws(entry)
-        return True
-
-    def undraw(self, trial_ids: list[str] | None = None) -> int:
-        """Take back draws that were neither granted nor refused, so the search draws
-        afresh in their place: on ``--resume``, all of them (trials of the interrupted
-        study that never asked; they read nothing); ``trial_ids``: only those. Returns
-        how many; 0 if none."""
-        entry = self._budget.undraw_entry(trial_ids)
-        if entry is None:
             return 0
-        self._append(entry)
         self._budget.take_draws(entry)
         return len(entry["trial_ids"])
 

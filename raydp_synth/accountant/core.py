@@ -547,6 +547,12 @@ class StudyBudget:
             return self.tuning_grants() >= self.trial_count
         return len(self._draws) >= self.trial_count and not self._undecided_draws()
 
+    def draws_pending(self) -> bool:
+        """Draw-ordered random stopping: K draws are made and some drawn trial has
+        neither been granted nor refused yet."""
+        return (self._draws is not None and self.trial_count is not None
+                and len(self._draws) >= self.trial_count and bool(self._undecided_draws()))
+
     def decide_draw(self, trial_id: str) -> tuple[bool, dict[str, Any] | None]:
         """Whether the search may draw a configuration for trial ``trial_id`` now, and
         the ledger entry to append before it does (None: nothing to record).
@@ -576,12 +582,15 @@ class StudyBudget:
             return False, None
         return True, {"kind": "draw", "trial_id": trial_id, "time": _now()}
 
-    def undraw_entry(self, trial_ids: Sequence[str] | None = None) -> dict[str, Any] | None:
+    def undraw_entry(self, trial_ids: Sequence[str] | None = None, *,
+                     keep: Sequence[str] = ()) -> dict[str, Any] | None:
         """The ledger entry that takes back undecided draws (None if there are none):
-        on ``--resume``, all of them (the trials an interrupted study drew that never
-        asked for a grant); ``trial_ids``: only those (a draw the searcher made no
-        trial of). They read nothing; the search draws afresh in their place."""
-        pending = [t for t in self._undecided_draws() if trial_ids is None or t in trial_ids]
+        those of ``trial_ids`` (a trial that ended before it asked), or all but
+        ``keep`` (on ``--resume``: the trials an interrupted study drew that will not
+        come back to ask; ``keep``, those Tune's restore resumes). They read nothing;
+        the search draws afresh in their place."""
+        pending = [t for t in self._undecided_draws()
+                   if (trial_ids is None or t in trial_ids) and t not in keep]
         if not pending:
             return None
         return {"kind": "undraw", "trial_ids": pending, "time": _now()}

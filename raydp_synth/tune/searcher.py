@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import Any
 
 import ray
@@ -16,7 +17,7 @@ from raydp_synth.accountant import get_accountant
 
 _LOG = logging.getLogger(__name__)
 
-__all__ = ["MANY_NO_OPS", "MAX_UNGRANTED_IN_A_ROW", "BudgetAwareSearch"]
+__all__ = ["MANY_NO_OPS", "MAX_UNGRANTED_IN_A_ROW", "WAIT_SECONDS", "BudgetAwareSearch"]
 
 #: Consecutive trials that end without a grant (invalid configs, planning errors)
 #: after which the search gives up: they read no data, but something is wrong.
@@ -28,6 +29,10 @@ MAX_UNGRANTED_IN_A_ROW = 10
 #: granted a no-op (draws that cannot run) at which the search warns, once: each such
 #: draw spends one of the K runs on nothing.
 MANY_NO_OPS = 0.5
+
+#: While K draws are made and some trial is still out, how long the search waits
+#: before it asks the accountant again (Tune asks for a trial at every step).
+WAIT_SECONDS = 1.0
 
 
 class BudgetAwareSearch(Searcher):
@@ -47,6 +52,7 @@ class BudgetAwareSearch(Searcher):
         self.no_ops = 0  # granted, but invalid: a draw that could not run
         self.warned_no_ops = False
         self.out: set[str] = set()  # proposed, not complete
+        self.waiting_until = 0.0  # time.monotonic() before which suggest waits unasked
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict,
                               **spec: Any) -> bool:
@@ -56,9 +62,9 @@ class BudgetAwareSearch(Searcher):
     # annotation says dict | None.
     def suggest(self, trial_id: str) -> dict | str | None:  # type: ignore[override]
         """The inner searcher's proposal for ``trial_id``, once the accountant has
-        recorded the draw; None (not now) while K draws are made but some drawn trial
-        is still out (it may fail before it asks, and be drawn again); FINISHED when
-        the accountant draws no more (random stopping: K draws, each granted or
+        recorded the draw; None (not now) while K draws are made but a trial this search
+        proposed is still out (it may end before it asks, and be drawn again); FINISHED
+        when the accountant draws no more (random stopping: K draws, each granted or
         refused; compose: the budget is spent) or too many trials in a row went
         ungranted.
 
@@ -71,20 +77,27 @@ class BudgetAwareSearch(Searcher):
                   "grant (see their errors, or the 'reason' in their results); stopping "
                   "the search")
             return Searcher.FINISHED
+        if self.out and time.monotonic() < self.waiting_until:
+            return None  # Tune asks at every step: ask the accountant once a second
         accountant = get_accountant(self.study_name)
-        if not ray.get(accountant.draw.remote(trial_id)):
+        answer = ray.get(accountant.draw.remote(trial_id))
+        if answer == "wait" and self.out:
+            self.waiting_until = time.monotonic() + WAIT_SECONDS
+            return None
+        if answer != "drawn":
             status = ray.get(accountant.status.remote())
             if status.get("ledger_error"):
                 _LOG.warning(f"stopping the search: {status['ledger_error']}")
-                return Searcher.FINISHED
-            if status["can_grant"] and self.out:
-                return None  # K drawn, some still out: one may fail and be drawn again
-            if status["can_grant"]:  # a draw of no trial of this search (never expected)
-                _LOG.warning("stopping the search: the study has drawn trials that this "
-                             "search did not run; resume the study (--resume)")
+            # "wait" with nothing of ours out: the drawn trials still out are those a
+            # --resume restored; they finish the draws, and a study whose draws never
+            # all ask releases nothing (it says so, and how to resume).
             return Searcher.FINISHED
-        proposal = self.inner.suggest(trial_id)
-        if proposal is None or proposal == Searcher.FINISHED:  # no trial: no run
+        try:
+            proposal = self.inner.suggest(trial_id)
+        except BaseException:
+            ray.get(accountant.undraw.remote([trial_id]))  # no trial: no run
+            raise
+        if proposal is None or proposal == Searcher.FINISHED:
             ray.get(accountant.undraw.remote([trial_id]))
         else:
             self.out.add(trial_id)
@@ -96,11 +109,13 @@ class BudgetAwareSearch(Searcher):
     def on_trial_complete(self, trial_id: str, result: dict | None = None,
                           error: bool = False) -> None:
         granted = bool(result and result.get("granted")) and not error
-        self.out.discard(trial_id)
-        if error:
-            # A trial that failed before it asked for a grant read nothing: its draw is
-            # taken back and the search draws again in its place (a trial that was
-            # granted or refused keeps its draw: it is one of the K runs).
+        if trial_id in self.out:
+            self.out.discard(trial_id)
+            self.waiting_until = 0.0
+            # A trial that ended before it asked for a grant (it failed, or Tune stopped
+            # it) read nothing: its draw is taken back and the search draws again in its
+            # place. A trial that was granted or refused keeps its draw (one of the K
+            # runs): the accountant takes back only draws that were neither.
             ray.get(get_accountant(self.study_name).undraw.remote([trial_id]))
         self.ungranted_in_a_row = 0 if granted else self.ungranted_in_a_row + 1
         self.finished += 1

@@ -749,14 +749,6 @@ def _start_accountant(request: StudyRequest, prepared: _PreparedStudy) -> Any:
         tune_fraction=request.tune_fraction if request.selection == "subsampled" else None,
     )
     ray.get(accountant.status.remote())  # surfaces a ledger/settings mismatch now
-    if request.resume:
-        # Random stopping: trials the interrupted study drew but that never asked for
-        # a grant read nothing; the search draws afresh in their place (a restored
-        # one that asks is refused as undrawn), so K draws are all decided.
-        taken_back = ray.get(accountant.undraw.remote())
-        if taken_back:
-            _LOG.info(f"{taken_back} trial(s) drawn before the interruption never asked for "
-                      "a grant; the search draws again in their place")
     if not request.resume:
         (study_dir / "study.json").write_text(json.dumps({
             "request": request_json(request),
@@ -810,6 +802,9 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     trainable = trial_trainable(settings, driver_cpus=TRIAL_DRIVER_CPUS)
     tuner = _restored_tuner(prepared.study_dir, trainable) if request.resume else None
+    if request.resume:
+        _take_back_draws_that_will_not_ask(prepared.study_dir, accountant,
+                                           restored=tuner is not None)
     if tuner is not None:
         return tuner
 
@@ -865,6 +860,42 @@ def _new_tuner(request: StudyRequest, settings: StudySettings, trainable: Any,
                                     num_samples=num_samples, reuse_actors=True),
         run_config=study_run_config(experiment, settings),
     )
+
+
+def _take_back_draws_that_will_not_ask(study_dir: Path, accountant: Any, *,
+                                       restored: bool) -> None:
+    """On ``--resume`` of a random-stopping study: the trials the interrupted study drew
+    that never asked for a grant read nothing. Those that Tune's restore resumes (same
+    trial ids) keep their draws and ask; the others' draws are taken back and the
+    search draws afresh in their place, so that all K draws can be decided."""
+    import ray
+
+    keep = _unfinished_trials(_latest_experiment(study_dir)) if restored else set()
+    taken_back = ray.get(accountant.undraw.remote(None, sorted(keep)))
+    if taken_back:
+        _LOG.info(f"{taken_back} trial(s) drawn before the interruption will not ask for a "
+                  "grant; the search draws again in their place")
+
+
+def _latest_experiment(study_dir: Path) -> Path:
+    return max((p for p in study_dir.glob("tune*") if p.is_dir()), key=_experiment_order)
+
+
+def _unfinished_trials(experiment: Path) -> set[str]:
+    """The ids of the trials that Tune's restore resumes (``resume_unfinished``): those
+    neither TERMINATED nor ERROR in the experiment's latest saved state. An unreadable
+    state gives none (then every undecided draw is taken back, and a resumed trial that
+    asks is refused: nothing is granted outside the draws)."""
+    states = sorted(experiment.glob("experiment_state*.json"))
+    if not states:
+        return set()
+    try:
+        trials = [json.loads(entry[0]) for entry in
+                  json.loads(states[-1].read_text())["trial_data"]]
+        return {str(t["trial_id"]) for t in trials
+                if t.get("status") not in ("TERMINATED", "ERROR")}
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return set()
 
 
 def _experiment_order(path: Path) -> int:

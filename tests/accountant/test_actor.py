@@ -308,27 +308,36 @@ def test_header_mismatch_on_resume(ray_local, tmp_path):
 
 
 
+def random_stopping_accountant(study_dir: Path, prefix: str, *,
+                               trial_count: int) -> tuple:
+    """A random-stopping study's accountant actor whose K is ``trial_count`` (its
+    ledger's header, written here, says so): (handle, study name, reference plan)."""
+    from raydp_synth.accountant.core import StudySettings, new_study_header
+
+    reference = _plan(2.0, 0.01, 50)
+    settings = {"epsilon": 50.0, "delta": DELTA, "mode": "random-stopping", "trials": 2,
+                "distribution": "geometric", "reference_event": reference}
+    name = _name(prefix)
+    header = new_study_header(StudySettings(**settings), name=name) | {"trial_count": trial_count}
+    Ledger(study_dir / LEDGER_NAME).append(header, create=True)
+    return get_or_create_accountant(study_dir, name, **settings), name, reference
+
+
 def test_random_stopping_draws_are_atomic_and_only_drawn_trials_are_granted(ray_local,
                                                                              tmp_path):
     """K = 3 (the ledger's header says so). One trial is drawn and never asks; then
     two tasks draw seven more at once: the actor records exactly two of them, and only
     those are granted, though all seven ask, in reverse order. ``undraw`` takes back
     the draw that never asked, and the search draws in its place."""
-    from raydp_synth.accountant.core import REASON_NOT_DRAWN, StudySettings, new_study_header
+    from raydp_synth.accountant.core import REASON_NOT_DRAWN
 
-    reference = _plan(2.0, 0.01, 50)
-    settings = {"epsilon": 50.0, "delta": DELTA, "mode": "random-stopping", "trials": 2,
-                "distribution": "geometric", "reference_event": reference}
-    name = _name("draws")
-    header = new_study_header(StudySettings(**settings), name=name) | {"trial_count": 3}
-    Ledger(tmp_path / LEDGER_NAME).append(header, create=True)
-    handle = get_or_create_accountant(tmp_path, name, **settings)
+    handle, _, reference = random_stopping_accountant(tmp_path, "draws", trial_count=3)
     try:
         @ray.remote(num_cpus=1)
         def draw(accountant, trial_ids):
-            return [t for t in trial_ids if ray.get(accountant.draw.remote(t))]
+            return [t for t in trial_ids if ray.get(accountant.draw.remote(t)) == "drawn"]
 
-        assert ray.get(handle.draw.remote("lost"))  # drawn; its trial never asks
+        assert ray.get(handle.draw.remote("lost")) == "drawn"  # its trial never asks
         ids = [f"t{i}" for i in range(7)]
         drawn = [t for ts in ray.get([draw.remote(handle, ids[0::2]),
                                       draw.remote(handle, ids[1::2])]) for t in ts]
@@ -341,10 +350,12 @@ def test_random_stopping_draws_are_atomic_and_only_drawn_trials_are_granted(ray_
         assert all(r["reason"].startswith(REASON_NOT_DRAWN)
                    for t, r in replies.items() if t not in drawn)
         assert ray.get(handle.status.remote())["can_grant"]  # "lost" is still out
-        assert not ray.get(handle.draw.remote("new"))  # K draws made
-        assert ray.get(handle.undraw.remote()) == 1  # what --resume does
-        assert ray.get(handle.draw.remote("new"))
+        assert ray.get(handle.draw.remote("new")) == "wait"  # K draws made, "lost" is out
+        assert ray.get(handle.undraw.remote(None, ["lost"])) == 0  # restored: it keeps it
+        assert ray.get(handle.undraw.remote()) == 1  # --resume, "lost" not restored
+        assert ray.get(handle.draw.remote("new")) == "drawn"
         assert ray.get(handle.request.remote("new", reference))["granted"]
         assert not ray.get(handle.status.remote())["can_grant"]
+        assert ray.get(handle.draw.remote("late")) == "finished"
     finally:
         ray.kill(handle, no_restart=True)

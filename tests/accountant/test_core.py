@@ -103,8 +103,8 @@ class Study:
             self.budget.take_draws(entry)
         return drawn
 
-    def undraw(self, trial_ids: list[str] | None = None) -> list[str]:
-        entry = self.budget.undraw_entry(trial_ids)
+    def undraw(self, trial_ids: list[str] | None = None, keep: tuple = ()) -> list[str]:
+        entry = self.budget.undraw_entry(trial_ids, keep=keep)
         if entry is None:
             return []
         self.ledger.append(entry)
@@ -472,7 +472,10 @@ def test_a_draw_that_never_asks_is_taken_back_on_resume(tmp_path):
     assert study.draw("a") and study.draw("b") and not study.draw("c")
     assert study.request("a", reference).granted
     assert study.budget.can_grant() and not study.draw("c")  # "b" is still out
+    assert study.budget.draws_pending()
+    assert study.undraw(keep=("b",)) == []  # Tune's restore resumes "b": it keeps its draw
     assert study.undraw() == ["b"] and study.undraw() == []
+    assert not study.budget.draws_pending()
     assert _state(study.replay()) == _state(study.budget)
     assert study.draw("c")
     restored = study.request("b", reference)

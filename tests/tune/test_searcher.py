@@ -46,17 +46,10 @@ def test_the_search_proposes_the_first_k_draws_and_draws_again_for_a_failed_tria
     search draws again. Once both drawn trials are granted, the search is finished."""
     import ray
 
-    from raydp_synth.accountant import LEDGER_NAME, Ledger, get_or_create_accountant
-    from raydp_synth.accountant.core import StudySettings, new_study_header
-    from tests.accountant.test_actor import DELTA, _name, _plan
+    from raydp_synth.accountant import LEDGER_NAME, Ledger
+    from tests.accountant.test_actor import random_stopping_accountant
 
-    reference = _plan(2.0, 0.01, 50)
-    settings = {"epsilon": 50.0, "delta": DELTA, "mode": "random-stopping", "trials": 2,
-                "distribution": "geometric", "reference_event": reference}
-    name = _name("search")
-    header = new_study_header(StudySettings(**settings), name=name) | {"trial_count": 2}
-    Ledger(tmp_path / LEDGER_NAME).append(header, create=True)
-    handle = get_or_create_accountant(tmp_path, name, **settings)
+    handle, name, reference = random_stopping_accountant(tmp_path, "search", trial_count=2)
     search = BudgetAwareSearch(
         OptunaSearch(space={"x": tune.uniform(0, 1)}, metric="score", mode="max", seed=0), name)
     try:

@@ -218,6 +218,29 @@ def test_packed_random_stopping_runs_exactly_the_first_k_draws(ray_local, tmp_pa
     assert [e["kind"] for e in entries] == ["study", "draw", "grant"]
     assert entries[1]["trial_id"] == entries[2]["trial_id"]
     assert len(list(study.glob("tune/*/result.json"))) == 1
+    from raydp_synth.tune.study import _unfinished_trials
+
+    assert _unfinished_trials(study / "tune") == set()  # Tune's own state: all TERMINATED
+
+
+def test_a_resume_keeps_the_draws_of_the_trials_tune_restores(tmp_path) -> None:
+    """On --resume, the draws kept are those of the trials that Tune's restore resumes:
+    neither TERMINATED nor ERROR in the experiment's latest saved state (an unreadable
+    state keeps none, so no trial outside the draws can be granted)."""
+    from raydp_synth.tune.study import _unfinished_trials
+
+    experiment = tmp_path / "tune"
+    experiment.mkdir()
+    trials = [json.dumps({"trial_id": t, "status": status}) for t, status in
+              [("a", "TERMINATED"), ("b", "RUNNING"), ("c", "PENDING"), ("d", "ERROR"),
+               ("e", "PAUSED")]]
+    (experiment / "experiment_state-2026-11-27_10-00-00.json").write_text(
+        json.dumps({"trial_data": [[t, "{}"] for t in trials[:2]]}))
+    (experiment / "experiment_state-2026-11-27_11-00-00.json").write_text(
+        json.dumps({"trial_data": [[t, "{}"] for t in trials]}))
+    assert _unfinished_trials(experiment) == {"b", "c", "e"}  # the latest state
+    (experiment / "experiment_state-2026-11-27_12-00-00.json").write_text("{torn")
+    assert _unfinished_trials(experiment) == set()
 
 
 @pytest.mark.ray
