@@ -801,10 +801,16 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
     # Per-epoch reports carry the training metrics; the score comes with the last one.
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     trainable = trial_trainable(settings, driver_cpus=TRIAL_DRIVER_CPUS)
-    tuner = _restored_tuner(prepared.study_dir, trainable) if request.resume else None
+    tuner = None
     if request.resume:
-        _take_back_draws_that_will_not_ask(prepared.study_dir, accountant,
-                                           restored=tuner is not None)
+        keep = _trials_a_restore_resumes(prepared.study_dir)
+        # Random stopping: restore Tune's experiment only for the trials it resumes,
+        # which keep their draws and ask. With none, a new experiment draws afresh: a
+        # restored search that had finished (K drawn) would never draw again in place
+        # of the draws taken back.
+        if request.selection == "compose" or keep:
+            tuner = _restored_tuner(prepared.study_dir, trainable)
+        _take_back_draws_that_will_not_ask(accountant, keep=keep if tuner is not None else set())
     if tuner is not None:
         return tuner
 
@@ -862,23 +868,25 @@ def _new_tuner(request: StudyRequest, settings: StudySettings, trainable: Any,
     )
 
 
-def _take_back_draws_that_will_not_ask(study_dir: Path, accountant: Any, *,
-                                       restored: bool) -> None:
+def _take_back_draws_that_will_not_ask(accountant: Any, *, keep: set[str]) -> None:
     """On ``--resume`` of a random-stopping study: the trials the interrupted study drew
-    that never asked for a grant read nothing. Those that Tune's restore resumes (same
-    trial ids) keep their draws and ask; the others' draws are taken back and the
-    search draws afresh in their place, so that all K draws can be decided."""
+    that never asked for a grant read nothing. Those that Tune's restore resumes
+    (``keep``, same trial ids) keep their draws and ask; the others' draws are taken
+    back and the search draws afresh in their place, so that all K draws can be
+    decided."""
     import ray
 
-    keep = _unfinished_trials(_latest_experiment(study_dir)) if restored else set()
     taken_back = ray.get(accountant.undraw.remote(None, sorted(keep)))
     if taken_back:
         _LOG.info(f"{taken_back} trial(s) drawn before the interruption will not ask for a "
                   "grant; the search draws again in their place")
 
 
-def _latest_experiment(study_dir: Path) -> Path:
-    return max((p for p in study_dir.glob("tune*") if p.is_dir()), key=_experiment_order)
+def _trials_a_restore_resumes(study_dir: Path) -> set[str]:
+    """The unfinished trials of the study's latest Tune experiment (none if there is
+    none): those that :func:`_restored_tuner` would resume."""
+    experiments = [p for p in study_dir.glob("tune*") if p.is_dir()]
+    return _unfinished_trials(max(experiments, key=_experiment_order)) if experiments else set()
 
 
 def _unfinished_trials(experiment: Path) -> set[str]:
@@ -886,7 +894,7 @@ def _unfinished_trials(experiment: Path) -> set[str]:
     neither TERMINATED nor ERROR in the experiment's latest saved state. An unreadable
     state gives none (then every undecided draw is taken back, and a resumed trial that
     asks is refused: nothing is granted outside the draws)."""
-    states = sorted(experiment.glob("experiment_state*.json"))
+    states = sorted(experiment.glob("experiment_state-*.json"))  # Tune's newest: the last
     if not states:
         return set()
     try:

@@ -225,9 +225,10 @@ def test_packed_random_stopping_runs_exactly_the_first_k_draws(ray_local, tmp_pa
 
 def test_a_resume_keeps_the_draws_of_the_trials_tune_restores(tmp_path) -> None:
     """On --resume, the draws kept are those of the trials that Tune's restore resumes:
-    neither TERMINATED nor ERROR in the experiment's latest saved state (an unreadable
-    state keeps none, so no trial outside the draws can be granted)."""
-    from raydp_synth.tune.study import _unfinished_trials
+    neither TERMINATED nor ERROR in the latest experiment's latest saved state (an
+    unreadable state keeps none, so no trial outside the draws can be granted; with
+    none kept, a random-stopping study starts a new experiment)."""
+    from raydp_synth.tune.study import _trials_a_restore_resumes, _unfinished_trials
 
     experiment = tmp_path / "tune"
     experiment.mkdir()
@@ -239,6 +240,12 @@ def test_a_resume_keeps_the_draws_of_the_trials_tune_restores(tmp_path) -> None:
     (experiment / "experiment_state-2026-11-27_11-00-00.json").write_text(
         json.dumps({"trial_data": [[t, "{}"] for t in trials]}))
     assert _unfinished_trials(experiment) == {"b", "c", "e"}  # the latest state
+    later = tmp_path / "tune-resume-1"  # a resume's experiment is the latest
+    later.mkdir()
+    (later / "experiment_state-2026-11-27_09-00-00.json").write_text(
+        json.dumps({"trial_data": [[trials[2], "{}"]]}))
+    assert _trials_a_restore_resumes(tmp_path) == {"c"}
+    assert _trials_a_restore_resumes(tmp_path / "none") == set()
     (experiment / "experiment_state-2026-11-27_12-00-00.json").write_text("{torn")
     assert _unfinished_trials(experiment) == set()
 
