@@ -23,8 +23,9 @@ Entry kinds (written by :mod:`raydp_synth.accountant.actor`):
 * ``{"kind": "draw", "trial_id", "time"}`` (random stopping): the search drew this
   trial, before it proposed its configuration; only the first K drawn are granted.
   The header of such a study has ``"draw_order": true``.
-* ``{"kind": "undraw", "trial_ids", "time"}`` (on ``--resume``): draws that never asked
-  for a grant, taken back; the search draws afresh in their place.
+* ``{"kind": "undraw", "trial_ids", "time"}`` (random stopping): draws whose trials
+  never asked for a grant (they ended first, or ``--resume`` will not resume them),
+  taken back; the search draws afresh in their place.
 
 The ledger is curator-only (docs/architecture.md, section 6): it is created owner-only (0o600),
 in a directory created owner-only (0o700) when it does not exist yet.

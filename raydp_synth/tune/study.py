@@ -802,14 +802,16 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     trainable = trial_trainable(settings, driver_cpus=TRIAL_DRIVER_CPUS)
     tuner = None
-    if request.resume:
-        keep = _trials_a_restore_resumes(prepared.study_dir)
+    if request.resume and request.selection == "compose":
+        tuner = _restored_tuner(prepared.study_dir, trainable)
+    elif request.resume:
+        latest = _latest_experiment(prepared.study_dir)
+        keep = _unfinished_trials(latest) if latest is not None else set()
         # Random stopping: restore Tune's experiment only for the trials it resumes,
         # which keep their draws and ask. With none, a new experiment draws afresh: a
         # restored search that had finished (K drawn) would never draw again in place
         # of the draws taken back.
-        if request.selection == "compose" or keep:
-            tuner = _restored_tuner(prepared.study_dir, trainable)
+        tuner = _restored_tuner(prepared.study_dir, trainable) if keep else None
         _take_back_draws_that_will_not_ask(accountant, keep=keep if tuner is not None else set())
     if tuner is not None:
         return tuner
@@ -882,11 +884,11 @@ def _take_back_draws_that_will_not_ask(accountant: Any, *, keep: set[str]) -> No
                   "grant; the search draws again in their place")
 
 
-def _trials_a_restore_resumes(study_dir: Path) -> set[str]:
-    """The unfinished trials of the study's latest Tune experiment (none if there is
-    none): those that :func:`_restored_tuner` would resume."""
+def _latest_experiment(study_dir: Path) -> Path | None:
+    """The study's latest Tune experiment folder (``tune``, then ``tune-resume-N``), or
+    None before its first."""
     experiments = [p for p in study_dir.glob("tune*") if p.is_dir()]
-    return _unfinished_trials(max(experiments, key=_experiment_order)) if experiments else set()
+    return max(experiments, key=_experiment_order) if experiments else None
 
 
 def _unfinished_trials(experiment: Path) -> set[str]:
@@ -1015,13 +1017,12 @@ def _restored_tuner(study_dir: Path, trainable: Any) -> Any:
     """
     from ray import tune
 
-    experiments = sorted((p for p in study_dir.glob("tune*") if p.is_dir()),
-                         key=_experiment_order)
-    if not experiments or not tune.Tuner.can_restore(experiments[-1]) \
-            or not any(experiments[-1].glob("experiment_state*.json")):
+    latest = _latest_experiment(study_dir)
+    if latest is None or not tune.Tuner.can_restore(latest) \
+            or not any(latest.glob("experiment_state*.json")):
         return None
-    _LOG.info(f"resuming Tune experiment {experiments[-1]}")
-    return tune.Tuner.restore(str(experiments[-1]), trainable=trainable,
+    _LOG.info(f"resuming Tune experiment {latest}")
+    return tune.Tuner.restore(str(latest), trainable=trainable,
                               resume_unfinished=True, resume_errored=False,
                               restart_errored=False)
 

@@ -228,7 +228,7 @@ def test_a_resume_keeps_the_draws_of_the_trials_tune_restores(tmp_path) -> None:
     neither TERMINATED nor ERROR in the latest experiment's latest saved state (an
     unreadable state keeps none, so no trial outside the draws can be granted; with
     none kept, a random-stopping study starts a new experiment)."""
-    from raydp_synth.tune.study import _trials_a_restore_resumes, _unfinished_trials
+    from raydp_synth.tune.study import _latest_experiment, _unfinished_trials
 
     experiment = tmp_path / "tune"
     experiment.mkdir()
@@ -244,8 +244,9 @@ def test_a_resume_keeps_the_draws_of_the_trials_tune_restores(tmp_path) -> None:
     later.mkdir()
     (later / "experiment_state-2026-11-27_09-00-00.json").write_text(
         json.dumps({"trial_data": [[trials[2], "{}"]]}))
-    assert _trials_a_restore_resumes(tmp_path) == {"c"}
-    assert _trials_a_restore_resumes(tmp_path / "none") == set()
+    assert _latest_experiment(tmp_path) == later
+    assert _unfinished_trials(later) == {"c"}
+    assert _latest_experiment(tmp_path / "none") is None
     (experiment / "experiment_state-2026-11-27_12-00-00.json").write_text("{torn")
     assert _unfinished_trials(experiment) == set()
 
