@@ -21,10 +21,16 @@ TINY = Path(__file__).with_name("tiny_dpaf.yaml")
 def test_dp_hypo_study_is_priced_by_dp_hypo(ray_local, tmp_path) -> None:
     """Geometric with mean 1 draws K = 1 surely: one trial, from the candidates, with
     c = 2: the reference plan, the ledger header and the release's statement carry
-    DP-HyPO's price (Theorem 1), not plain random stopping's."""
+    DP-HyPO's price (Theorem 1), not plain random stopping's. The space is TINY's
+    without its budget split: a split far from the default's can have no plan
+    dominated by E_ref (a no-op run, docs/budget-pricing.md 6.2), and with K = 1 the
+    study would then release nothing (CI on a4765bf drew dpagg's share at 3%)."""
+    space = tmp_path / "tiny_no_split.yaml"
+    space.write_text("\n".join(line for line in TINY.read_text().splitlines()
+                               if "budget_split" not in line) + "\n")
     run_study(StudyRequest(
         method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",
-        distribution="geometric", sampler="dp-hypo", hypo_c=2.0, search_space=TINY,
+        distribution="geometric", sampler="dp-hypo", hypo_c=2.0, search_space=space,
         storage=tmp_path, name="e2e-hypo", evaluate=False,
     ))
     study = tmp_path / "e2e-hypo"
