@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,21 +12,17 @@ from raydp_synth.privacy.adaptive_tuning import adaptive_random_stopping_epsilon
 from raydp_synth.privacy.events import event_from_json
 from raydp_synth.tune.study import StudyRequest, run_study
 
-TINY = Path(__file__).with_name("tiny_dpaf.yaml")
-
 
 @pytest.mark.ray
 @pytest.mark.slow
 def test_dp_hypo_study_is_priced_by_dp_hypo(ray_local, tmp_path) -> None:
     """Geometric with mean 1 draws K = 1 surely: one trial, from the candidates, with
     c = 2: the reference plan, the ledger header and the release's statement carry
-    DP-HyPO's price (Theorem 1), not plain random stopping's. The space is TINY's
-    without its budget split: a split far from the default's can have no plan
-    dominated by E_ref (a no-op run, docs/budget-pricing.md 6.2), and with K = 1 the
-    study would then release nothing (CI on a4765bf drew dpagg's share at 3%)."""
-    space = tmp_path / "tiny_no_split.yaml"
-    space.write_text("\n".join(line for line in TINY.read_text().splitlines()
-                               if "budget_split" not in line) + "\n")
+    DP-HyPO's price (Theorem 1), not plain random stopping's (over TINY's space without
+    its budget split, so that the one trial can run and the study releases)."""
+    from tests.tune.test_study import tiny_without_split
+
+    space = tiny_without_split(tmp_path)
     run_study(StudyRequest(
         method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",
         distribution="geometric", sampler="dp-hypo", hypo_c=2.0, search_space=space,
