@@ -277,6 +277,9 @@ def main() -> int:
     parser.add_argument("--delta", type=float, default=1e-5)
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--only-seeds", default=None, metavar="LIST",
+                        help="of the --seeds, run (or evaluate) only these (e.g. 2 or 0,2): "
+                             "one process a seed, to run seeds side by side")
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--tune-fraction", type=float, default=0.1)
     parser.add_argument("--hypo-c", type=float, default=2.0)
@@ -310,6 +313,16 @@ def main() -> int:
     if "public" in strategies and not args.public_tuning:
         raise SystemExit("error: the 'public' strategy needs --public-tuning SPEC")
     settings = _method_settings(args.set)
+    seeds = list(range(args.seeds))
+    if args.only_seeds is not None:
+        try:
+            only = sorted({int(item) for item in args.only_seeds.split(",")})
+        except ValueError:
+            raise SystemExit(f"error: --only-seeds {args.only_seeds!r}: give seeds, e.g. 0,2") from None
+        if not only or not set(only) <= set(seeds):
+            raise SystemExit(f"error: --only-seeds {args.only_seeds!r}: each must be in "
+                             f"0..{args.seeds - 1} (--seeds {args.seeds})")
+        seeds = only
     dataset_name = args.dataset.split(":")[0]
     cells = []
     failed = []
@@ -317,7 +330,7 @@ def main() -> int:
         for epsilon in args.epsilons.split(","):
             for strategy in strategies:
                 label = strategy_label(strategy)
-                for seed in range(args.seeds):
+                for seed in seeds:
                     name = f"{method}-{dataset_name}-eps{epsilon}-{label}-s{seed}"
                     cells.append((name, method, epsilon, label, seed))
                     run_dir = args.out / name
