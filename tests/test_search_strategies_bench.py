@@ -125,6 +125,22 @@ def test_a_committed_result_is_kept_without_its_run_directory(tmp_path, monkeypa
     assert (results / "evaluation.json").read_text() == '{"final": {"cas_logreg": 0.5}}'
 
 
+def test_only_seeds_runs_those_seeds_alone(tmp_path, monkeypatch, capsys) -> None:
+    """--only-seeds 2 of --seeds 3: one process a seed, so seeds can run side by side."""
+    argv = ["search_strategies.py", "--methods", "dpwgan", "--epsilons", "1", "--seeds", "3",
+            "--strategies", "run", "--out", str(tmp_path / "runs"),
+            "--results", str(tmp_path / "results"), "--dry-run"]
+    monkeypatch.setattr(sys, "argv", argv + ["--only-seeds", "2"])
+    assert bench.main() == 0
+    printed = capsys.readouterr().out
+    assert "dpwgan-digits-eps1-run-s2" in printed
+    assert "-s0" not in printed and "-s1" not in printed
+    for bad in ["3", "x", ""]:
+        monkeypatch.setattr(sys, "argv", argv + ["--only-seeds", bad])
+        with pytest.raises(SystemExit):
+            bench.main()
+
+
 @pytest.mark.parametrize("item", ["nope", "public:3", "compose:x"])
 def test_bad_strategies_are_refused(item) -> None:
     with pytest.raises(SystemExit):
