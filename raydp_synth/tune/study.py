@@ -802,16 +802,16 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     trainable = trial_trainable(settings, driver_cpus=TRIAL_DRIVER_CPUS)
     tuner = None
+    latest = _latest_experiment(prepared.study_dir) if request.resume else None
     if request.resume and request.selection == "compose":
-        tuner = _restored_tuner(prepared.study_dir, trainable)
+        tuner = _restored_tuner(latest, trainable)
     elif request.resume:
-        latest = _latest_experiment(prepared.study_dir)
         keep = _unfinished_trials(latest) if latest is not None else set()
         # Random stopping: restore Tune's experiment only for the trials it resumes,
         # which keep their draws and ask. With none, a new experiment draws afresh: a
         # restored search that had finished (K drawn) would never draw again in place
         # of the draws taken back.
-        tuner = _restored_tuner(prepared.study_dir, trainable) if keep else None
+        tuner = _restored_tuner(latest, trainable) if keep else None
         _take_back_draws_that_will_not_ask(accountant, keep=keep if tuner is not None else set())
     if tuner is not None:
         return tuner
@@ -1004,9 +1004,9 @@ def optuna_search(request: StudyRequest, space: SearchSpace, default: Any, *,
                         storage=storage, study_name=study_name)
 
 
-def _restored_tuner(study_dir: Path, trainable: Any) -> Any:
-    """The study's latest Tune experiment, restored (Tune's experiment restore), or
-    None if Tune never saved one.
+def _restored_tuner(latest: Path | None, trainable: Any) -> Any:
+    """The study's latest Tune experiment (``latest``, :func:`_latest_experiment`),
+    restored (Tune's experiment restore), or None if Tune never saved one.
 
     The search continues where it stopped: Optuna's state (every finished trial's
     score), the trial count, the finished trials. A trial that was running when
@@ -1017,7 +1017,6 @@ def _restored_tuner(study_dir: Path, trainable: Any) -> Any:
     """
     from ray import tune
 
-    latest = _latest_experiment(study_dir)
     if latest is None or not tune.Tuner.can_restore(latest) \
             or not any(latest.glob("experiment_state*.json")):
         return None

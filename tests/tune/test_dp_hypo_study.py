@@ -11,6 +11,7 @@ from raydp_synth.privacy.accounting import dominates
 from raydp_synth.privacy.adaptive_tuning import adaptive_random_stopping_epsilon
 from raydp_synth.privacy.events import event_from_json
 from raydp_synth.tune.study import StudyRequest, run_study
+from tests.tune.test_study import tiny_without_split
 
 
 @pytest.mark.ray
@@ -20,8 +21,6 @@ def test_dp_hypo_study_is_priced_by_dp_hypo(ray_local, tmp_path) -> None:
     c = 2: the reference plan, the ledger header and the release's statement carry
     DP-HyPO's price (Theorem 1), not plain random stopping's (over TINY's space without
     its budget split, so that the one trial can run and the study releases)."""
-    from tests.tune.test_study import tiny_without_split
-
     space = tiny_without_split(tmp_path)
     run_study(StudyRequest(
         method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",
