@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -89,6 +88,7 @@ from raydp_synth.privacy.adaptive_tuning import (
 )
 from raydp_synth.privacy.events import event_from_json, event_to_json
 from raydp_synth.privacy.pricing import Composition, Price, rdp_only_price
+from raydp_synth.privacy.secret_rng import secret_numpy_rng
 
 __all__ = [
     "LEDGER_FORMAT",
@@ -357,7 +357,7 @@ def new_study_header(settings: StudySettings, *, name: str) -> dict[str, Any]:
     header: dict[str, Any] = {"kind": "study", "format": LEDGER_FORMAT, **settings.header_fields()}
     header.update(name=name, time=_now(), dp_accounting=version("dp-accounting"))
     if settings.mode in _RANDOM_STOPPING_MODES:
-        rng = np.random.default_rng(secrets.randbits(128))
+        rng = secret_numpy_rng()
         header["trial_count"] = draw_trial_count(settings.distribution, settings.trials, rng)
         header[DRAW_ORDER_KEY] = True
     return header
@@ -589,11 +589,17 @@ class StudyBudget:
         ``keep`` (on ``--resume``: the trials an interrupted study drew that will not
         come back to ask; ``keep``, those Tune's restore resumes). They read nothing;
         the search draws afresh in their place."""
-        pending = [t for t in self._undecided_draws()
-                   if (trial_ids is None or t in trial_ids) and t not in keep]
+        pending = self.undecided_draws(trial_ids, keep=keep)
         if not pending:
             return None
         return {"kind": "undraw", "trial_ids": pending, "time": _now()}
+
+    def undecided_draws(self, trial_ids: Sequence[str] | None = None, *,
+                        keep: Sequence[str] = ()) -> list[str]:
+        """Drawn trials neither granted nor refused: those of ``trial_ids`` (all if
+        None), less ``keep``."""
+        return [t for t in self._undecided_draws()
+                if (trial_ids is None or t in trial_ids) and t not in keep]
 
     def take_draws(self, entry: Mapping[str, Any]) -> None:
         """Take a ``draw`` or ``undraw`` entry into the state, once it is durable."""

@@ -33,9 +33,16 @@ def gaussian_noise(
     the noise there, with no host-to-device copy; a CPU generator draws it on the
     host as before. The stream depends on the generator's device: a seeded run is
     reproducible on the same kind of device, not across kinds.
+
+    Raises:
+        ValueError: no generator. torch's global generator is never a noise source:
+            any ``torch.manual_seed`` makes it public, and it keeps 32 bits of a seed
+            (design.md, invariant 14).
     """
-    device = generator.device if generator is not None else None
-    return torch.normal(0.0, std, size=tuple(shape), generator=generator, device=device)
+    if generator is None:
+        raise ValueError("noise needs an explicit generator (a DP release's comes from "
+                         "raydp_synth.privacy.secret_rng), never torch's global one")
+    return torch.normal(0.0, std, size=tuple(shape), generator=generator, device=generator.device)
 
 
 def noisy_sum(

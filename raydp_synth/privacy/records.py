@@ -12,8 +12,8 @@ without each of its records.
 **Per-record randomness** (a synthetic partner's latent, a mixing coefficient, a
 diffusion timestep and its noise) is drawn by :meth:`RecordBatch.normal`,
 :meth:`~RecordBatch.uniform` and :meth:`~RecordBatch.randint`: row i comes from a
-generator seeded by (the mechanism's secret seed, the purpose, the release index, the
-record's key), where the key is a hash of the record's own content
+generator whose whole state is expanded from (the mechanism's secret seed, the
+purpose, the release index, the record's key) (:mod:`~raydp_synth.privacy.secret_rng`), where the key is a hash of the record's own content
 (:func:`record_keys`). The privacy argument: the map F from (purpose, release, key) to
 draws is a random function chosen independently of the data, from a seed that is
 drawn from OS entropy and never written. *Conditional on F*, record i's contribution
@@ -29,18 +29,22 @@ argument above does not need distinct keys.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from raydp_synth.privacy.sampling import PoissonSampler
+from raydp_synth.privacy.secret_rng import derive_secret, secret_generator
 
 __all__ = ["RecordBatch", "RecordSampler", "derived_seed", "record_keys"]
 
 
 def derived_seed(seed: int, *parts: object) -> int:
-    """A 63-bit seed derived from ``seed`` and a purpose (e.g. ``"dpagg", rank``)."""
+    """A 63-bit *public* seed derived from ``seed`` and a purpose (e.g. a config seed
+    and ``"dpgan-public"``), for ``manual_seed`` of a public generator. A secret is
+    never derived here: :func:`~raydp_synth.privacy.secret_rng.derive_secret` keeps
+    all of its bits."""
     digest = hashlib.sha256(repr((seed, *parts)).encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 
@@ -78,7 +82,7 @@ class RecordBatch:
     labels: torch.Tensor
     keys: torch.Tensor
     release: int
-    seed: int
+    seed: int = field(repr=False)  # secret: in no repr, log or traceback
 
     def __len__(self) -> int:
         return int(self.keys.shape[0])
@@ -91,7 +95,7 @@ class RecordBatch:
                            keys=self.keys[keep], release=self.release, seed=self.seed)
 
     def _generators(self, purpose: str) -> list[torch.Generator]:
-        return [torch.Generator().manual_seed(derived_seed(self.seed, purpose, self.release, int(k)))
+        return [secret_generator(derive_secret(self.seed, purpose, self.release, int(k)))
                 for k in self.keys.tolist()]
 
     def _stack(self, rows: list[torch.Tensor], shape: tuple[int, ...], dtype: torch.dtype

@@ -12,6 +12,7 @@ from raydp_synth.data import DataInfo, ImageDataset
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.records import RecordBatch, RecordSampler, derived_seed, record_keys
 from raydp_synth.privacy.sampling import shard_indices
+from raydp_synth.privacy.secret_rng import derive_secret, secret_generator
 
 __all__ = ["DEVICE_RECORDS_LIMIT", "Auditor", "PreNoiseFunction", "WorkerContext"]
 
@@ -44,9 +45,11 @@ class WorkerContext:
         log: prints a progress line on rank 0.
         public: the records the curator declared public (``--public``), or None;
             a method may read them without noise (docs/architecture.md, invariant 9).
-        dp_seed: the run's secret seed of its DP randomness (Poisson sampling and
-            noise). Amplification by subsampling assumes the batches stay hidden, so
-            it is drawn from OS entropy by the driver and never written anywhere.
+        dp_seed: the run's secret seed of its DP randomness (Poisson sampling,
+            per-record draws, noise). Amplification by subsampling assumes the
+            batches stay hidden, so it is 256 bits drawn from OS entropy by the driver
+            (:func:`~raydp_synth.privacy.secret_rng.fresh_secret`) and never written
+            anywhere.
     """
 
     config: Any
@@ -59,7 +62,7 @@ class WorkerContext:
     noise_generator: torch.Generator
     report: Callable[[Mapping[str, float], dict[str, Any] | None], None]
     log: Callable[[str], None]
-    dp_seed: int
+    dp_seed: int = field(repr=False)  # secret: in no repr, log or traceback
     public: ImageDataset | None = None
     auditor: Auditor | None = None
     _records: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(
@@ -79,8 +82,10 @@ class WorkerContext:
         return torch.Generator().manual_seed(derived_seed(self.config.seed, *purpose))
 
     def secret_generator(self, *purpose: object) -> torch.Generator:
-        """A generator from the run's secret DP seed: Poisson sampling."""
-        return torch.Generator().manual_seed(derived_seed(self.dp_seed, *purpose, self.rank))
+        """A CPU generator from the run's secret DP seed (its whole state expanded
+        from the derived secret: :func:`~raydp_synth.privacy.secret_rng.secret_generator`):
+        Poisson sampling."""
+        return secret_generator(derive_secret(self.dp_seed, *purpose, self.rank))
 
     def sampler(self, mechanism: str) -> RecordSampler:
         """The sampler of a plan mechanism: Poisson at the plan's rate q (every
@@ -110,7 +115,7 @@ class WorkerContext:
             sample_rate=self.plan.mechanism(mechanism).sample_rate,
             generator=self.secret_generator("sample", mechanism),
             # Rank-independent: a record's draws follow it whichever worker holds it.
-            draw_seed=derived_seed(self.dp_seed, "records", mechanism),
+            draw_seed=derive_secret(self.dp_seed, "records", mechanism),
             device=self.device,
         )
 

@@ -28,7 +28,7 @@ from raydp_synth.data import DataInfo, load_training_data
 from raydp_synth.log import configure_worker_console
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.plan import PrivacyPlan
-from raydp_synth.privacy.records import derived_seed
+from raydp_synth.privacy.secret_rng import derive_secret, secret_generator
 from raydp_synth.runtime.context import WorkerContext
 
 __all__ = [
@@ -147,7 +147,7 @@ def run_worker_loop(payload: Mapping[str, Any], *, rank: int, world_size: int,
         world_size=world_size,
         device=device,
         # On the loop's device: each release's noise is drawn there, not copied in.
-        noise_generator=torch.Generator(device=device).manual_seed(derived_seed(dp_seed, "noise", rank)),
+        noise_generator=secret_generator(derive_secret(dp_seed, "noise", rank), device=device),
         report=reporter,
         log=_LOG.info if rank == 0 else (lambda line: None),
         dp_seed=dp_seed,

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import logging
 import math
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -50,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from raydp_synth.errors import BudgetExhausted, ConfigError
+from raydp_synth.privacy.secret_rng import secret_numpy_rng
 from raydp_synth.tune.extrapolation import (
     subset_config,
     subset_data,
@@ -151,11 +151,10 @@ def draw_tuning_subset(num_train: int, num_val: int, fraction: float,
 
 
 def secret_tuning_subset(num_train: int, num_val: int, fraction: float) -> TuningSubset:
-    """X1 drawn from OS entropy (:mod:`secrets`, 128 bits), never from a user seed:
-    who knows the seed knows which records were in X1, and the amplification by
-    subsampling assumes they cannot."""
-    return draw_tuning_subset(num_train, num_val, fraction,
-                              np.random.default_rng(secrets.randbits(128)))
+    """X1 drawn from OS entropy (256 bits: :func:`~raydp_synth.privacy.secret_rng.secret_numpy_rng`),
+    never from a user seed: who knows the seed knows which records were in X1, and the
+    amplification by subsampling assumes they cannot."""
+    return draw_tuning_subset(num_train, num_val, fraction, secret_numpy_rng())
 
 
 def full_config(subset: Mapping[str, Any], fraction: float) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from raydp_synth.config import config_to_dict
 from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method
-from raydp_synth.tune import study as study_module
+from raydp_synth.privacy import secret_rng
 from raydp_synth.tune.__main__ import build_parser
 from raydp_synth.tune.search_space import SearchSpace, load_search_space
 from raydp_synth.tune.study import StudyRequest, optuna_search
@@ -86,7 +86,7 @@ def test_the_coins_do_not_depend_on_the_scores(monkeypatch) -> None:
 
     def draws(reward: float) -> list[dict[str, Any]]:
         it = iter(words)
-        monkeypatch.setattr(study_module.secrets, "randbits", lambda k: next(it))
+        monkeypatch.setattr(secret_rng.secrets, "randbits", lambda k: next(it))
         return _draw(_request(0.5), space, default, 24,
                      score=lambda c, i: reward if _is_default(c, point) else -reward)
 
@@ -105,7 +105,7 @@ def test_the_coins_are_secret_fresh_per_study_and_not_from_the_public_seed() -> 
 def test_the_searcher_holds_no_readable_seed(monkeypatch) -> None:
     space, default, _ = _space_and_default()
     words = iter([0x5EC2E75E, 0xED123456, 0x789ABCDE, 0xF0C0FFEE])
-    monkeypatch.setattr(study_module.secrets, "randbits", lambda k: next(words))
+    monkeypatch.setattr(secret_rng.secrets, "randbits", lambda k: next(words))
     search = optuna_search(_request(0.5), space, default)
     search.suggest("t0")
     blob = pickle.dumps(search)

@@ -17,7 +17,7 @@ import pytest
 
 from raydp_synth.data import DataInfo
 from raydp_synth.methods import get_method
-from raydp_synth.tune import study as study_module
+from raydp_synth.privacy import secret_rng
 from raydp_synth.tune.search_space import FloatParam, SearchSpace, WeightsParam, load_search_space
 from raydp_synth.tune.study import StudyRequest, optuna_search
 
@@ -71,7 +71,7 @@ def test_random_stopping_seed_comes_from_os_entropy_not_from_the_public_seed(mon
         drawn.append(k)
         return 0x5EC2E75E + len(drawn) % 4
 
-    monkeypatch.setattr(study_module.secrets, "randbits", fake_randbits)
+    monkeypatch.setattr(secret_rng.secrets, "randbits", fake_randbits)
     a = _configs(_request("random-stopping", seed=0), space, n=3)
     b = _configs(_request("random-stopping", seed=12345), space, n=3)
     assert drawn == [32] * 8 and a == b  # 128 bits of entropy per sampler
@@ -82,7 +82,7 @@ def test_random_stopping_searcher_holds_no_readable_seed(monkeypatch) -> None:
     its resume, curator-only): only the sampler's random state is."""
     space = _space()
     words = iter([0x5EC2E75E, 0xED123456, 0x789ABCDE, 0xF0C0FFEE])
-    monkeypatch.setattr(study_module.secrets, "randbits", lambda k: next(words))
+    monkeypatch.setattr(secret_rng.secrets, "randbits", lambda k: next(words))
     default = DPAF.make_config(space.fixed, DIGITS)
     search = optuna_search(_request("random-stopping"), space, default)
     search.suggest("t0")
@@ -107,6 +107,6 @@ def test_compose_does_not_use_os_entropy(monkeypatch) -> None:
     def refuse(k: int) -> int:
         raise AssertionError("compose must use the public --seed")
 
-    monkeypatch.setattr(study_module.secrets, "randbits", refuse)
+    monkeypatch.setattr(secret_rng.secrets, "randbits", refuse)
     _configs(_request("compose", seed=3), _space())
 
