@@ -45,6 +45,7 @@ def _direct_worker(rank: int, world: int, epochs: float, port: int, out: str,
     from raydp_synth.data import DataInfo, load_dataset
     from raydp_synth.evaluation.selection import score_generator
     from raydp_synth.methods import get_method
+    from raydp_synth.privacy.secret_rng import secret_integers
     from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
     from raydp_synth.release import TrainedGenerator
     from raydp_synth.runtime.context import WorkerContext
@@ -75,7 +76,8 @@ def _direct_worker(rank: int, world: int, epochs: float, port: int, out: str,
                                            data_info=data.__dict__,
                                            class_names=splits.class_names,
                                            state_dict=states[-1]["generator"])
-        score_generator(generator, splits.val, plan=plan, noise_generator=torch.Generator())
+        score_generator(generator, splits.val, plan=plan,
+                        noise_source=secret_integers(None))
         Path(out).write_text(json.dumps({"seconds": time.perf_counter() - start,
                                          "records": len(train)}))
     if world > 1:

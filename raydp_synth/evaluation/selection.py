@@ -6,10 +6,10 @@ argument)."""
 from __future__ import annotations
 
 import math
+import random
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.plan import PrivacyPlan
@@ -42,7 +42,7 @@ def score_generator(
     split: ImageDataset,
     *,
     plan: PrivacyPlan,
-    noise_generator: torch.Generator | None,
+    noise_source: random.Random | None,
     classifier: str = DEFAULT_SCORE_CLASSIFIER,
     num_synthetic: int = 2000,
     seed: int = 0,
@@ -52,8 +52,10 @@ def score_generator(
 
     ``split`` is the private validation split (noised with the plan's
     :data:`SELECTION_SCORE` mechanism) or a dataset the user declared public
-    (``split.public``: no noise, no cost). ``divisor``: a public count to divide by
-    instead of ``len(split)`` (:func:`~raydp_synth.privacy.selection_score.release_score`).
+    (``split.public``: no noise, no cost). ``noise_source``: the integers of the
+    discrete noise (``secret_rng.secret_integers``). ``divisor``: a public count to
+    divide by instead of ``len(split)``
+    (:func:`~raydp_synth.privacy.selection_score.release_score`).
     """
     from raydp_synth.evaluation.classifiers import fit_classifier
 
@@ -67,5 +69,5 @@ def score_generator(
     # A secret subset's validation part may be empty: its count is 0, plus the noise.
     predicted = model.predict(split.images) if len(split) else np.zeros(0, dtype=np.int64)
     return release_score(predicted, split.labels, mechanism=mechanism,
-                         public=split.public, noise_generator=noise_generator,
+                         public=split.public, noise_source=noise_source,
                          classifier=classifier, divisor=divisor)

@@ -42,7 +42,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_module
 
 from raydp_synth.errors import ConfigError, PrivacyInvariantError
-from raydp_synth.privacy.events import subsampled_gaussian_event
+from raydp_synth.privacy.events import DiscreteGaussianDpEvent, subsampled_gaussian_event
 
 __all__ = [
     "CALIBRATION_ORDERS",
@@ -119,8 +119,11 @@ def _epsilon(accountant: rdp_module.RdpAccountant, delta: float) -> float:
 
 # -- Gaussian leaves ---------------------------------------------------------------
 
-#: One plain Gaussian mechanism: (noise multiplier, Poisson rate or None, releases).
-Leaf = tuple[float, "float | None", int]
+#: One plain Gaussian mechanism: (noise multiplier, Poisson rate or None, releases,
+#: discrete). ``discrete``: discrete Gaussian noise on an integer query
+#: (:class:`~raydp_synth.privacy.events.DiscreteGaussianDpEvent`, never subsampled):
+#: the Gaussian's RDP curve, its own PLD.
+Leaf = tuple[float, "float | None", int, bool]
 
 
 def gaussian_leaves(event: dpa.DpEvent, count: int = 1) -> list[Leaf] | None:
@@ -140,16 +143,19 @@ def gaussian_leaves(event: dpa.DpEvent, count: int = 1) -> list[Leaf] | None:
                 return None
             out.extend(part)
         return out
-    if isinstance(event, dp_event.GaussianDpEvent):
+    if isinstance(event, dp_event.GaussianDpEvent):  # also DiscreteGaussianDpEvent, a subclass
         sigma = float(event.noise_multiplier)
-        return [(sigma, None, count)] if sigma > 0 and math.isfinite(sigma) else None
+        discrete = isinstance(event, DiscreteGaussianDpEvent)
+        return [(sigma, None, count, discrete)] if sigma > 0 and math.isfinite(sigma) else None
     if isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(
         event.event, dp_event.GaussianDpEvent
     ):
         q, sigma = float(event.sampling_probability), float(event.event.noise_multiplier)
         if q == 0:
             return []
-        return [(sigma, q, count)] if sigma > 0 and math.isfinite(sigma) and 0 < q <= 1 else None
+        if isinstance(event.event, DiscreteGaussianDpEvent):
+            return None  # never planned (plan.Mechanism refuses it); no cached path for it
+        return [(sigma, q, count, False)] if sigma > 0 and math.isfinite(sigma) and 0 < q <= 1 else None
     return None
 
 
@@ -186,7 +192,7 @@ def _rdp_of(event: dpa.DpEvent, orders: Sequence[float] | None) -> np.ndarray:
         accountant.compose(event)
         return np.asarray(accountant.rdp, dtype=np.float64)
     rdp = np.zeros(len(ORDERS if key is None else key), dtype=np.float64)
-    for sigma, q, count in leaves:
+    for sigma, q, count, _discrete in leaves:  # a discrete leaf: the Gaussian's curve
         rdp += count * _step_rdp(sigma, q, key)
     return rdp
 
@@ -451,14 +457,23 @@ def validate_budget(epsilon: float | None, delta: float) -> None:
 
 
 def validate_delta(delta: float, *, dataset_size: int) -> None:
-    """Reject a delta that does not protect individuals: it must satisfy delta < 1/n.
+    """Reject a delta that does not protect individuals: delta < 1/|D|.
+
+    Args:
+        delta: the budget's delta.
+        dataset_size: |D|, the records of the whole sensitive dataset the guarantee
+            is for (every split drawn from the sensitive source:
+            :func:`~raydp_synth.data.info.sensitive_records`), not the training
+            split's n (publishing each record of D outright with probability delta
+            is (0, delta)-DP and publishes |D| delta records on average).
 
     Raises:
         ConfigError: naming the value and the bound.
     """
     if not (math.isfinite(delta) and 0 < delta < 1.0 / dataset_size):
         raise ConfigError(
-            f"the privacy budget's delta {delta:g} must satisfy 0 < delta < 1/n = "
-            f"{1.0 / dataset_size:.3g} for the n={dataset_size} training images; use e.g. "
+            f"the privacy budget's delta {delta:g} must satisfy 0 < delta < 1/|D| = "
+            f"{1.0 / dataset_size:.3g} for the |D|={dataset_size} records of the sensitive "
+            "dataset (all its splits, not only the training split); use e.g. "
             f"delta={10 ** math.floor(math.log10(0.1 / dataset_size)):g}"
         )

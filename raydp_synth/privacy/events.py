@@ -18,7 +18,47 @@ from dp_accounting import dp_event
 
 from raydp_synth.errors import ConfigError
 
-__all__ = ["event_from_json", "event_to_json", "subsampled_gaussian_event"]
+__all__ = [
+    "DiscreteGaussianDpEvent",
+    "contains_discrete_gaussian",
+    "event_from_json",
+    "event_to_json",
+    "subsampled_gaussian_event",
+]
+
+
+class DiscreteGaussianDpEvent(dp_event.GaussianDpEvent):
+    """One release of an integer query of sensitivity 1 plus discrete Gaussian noise
+    N_Z(0, sigma^2), sigma = ``noise_multiplier`` (the selection score:
+    :mod:`~raydp_synth.privacy.discrete_gaussian`).
+
+    A subclass of ``GaussianDpEvent`` on purpose, for RDP: the discrete Gaussian is
+    (1/(2 sigma^2))-zCDP (Canonne, Kamath & Steinke 2020, Theorem 4), i.e. at most the
+    continuous Gaussian's RDP at every order, so ``RdpAccountant`` (and
+    ``RepeatAndSelectDpEvent`` over it) prices it correctly as a Gaussian. Not for
+    PLD: its (epsilon, delta) profile is above the continuous Gaussian's at some
+    epsilons, and ``PLDAccountant`` would price it as the continuous one.
+    :mod:`~raydp_synth.privacy.pricing` builds its PLD from dp-accounting's
+    discrete-Gaussian privacy loss instead, and never hands it to ``PLDAccountant``
+    (docs/budget-pricing.md, section 5).
+
+    The parent's attrs methods serve it unchanged (its own field, ``noise_multiplier``);
+    equality compares classes, so it never equals a ``GaussianDpEvent``.
+    """
+
+    __slots__ = ()
+
+
+def contains_discrete_gaussian(event: dpa.DpEvent) -> bool:
+    """Whether ``event`` has a :class:`DiscreteGaussianDpEvent` anywhere in its tree."""
+    if isinstance(event, DiscreteGaussianDpEvent):
+        return True
+    for field in attrs.fields(type(event)):
+        value = getattr(event, field.name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(v, dpa.DpEvent) and contains_discrete_gaussian(v) for v in values):
+            return True
+    return False
 
 
 def subsampled_gaussian_event(
@@ -52,6 +92,7 @@ _EVENT_TYPES: dict[str, type] = {
         dp_event.NoOpDpEvent,
         dp_event.NonPrivateDpEvent,
         dp_event.GaussianDpEvent,
+        DiscreteGaussianDpEvent,
         dp_event.LaplaceDpEvent,
         dp_event.PoissonSampledDpEvent,
         dp_event.SampledWithoutReplacementDpEvent,

@@ -18,9 +18,17 @@ import dp_accounting as dpa
 
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy import pricing as _pricing
-from raydp_synth.privacy.events import event_to_json, subsampled_gaussian_event
+from raydp_synth.privacy.events import (
+    DiscreteGaussianDpEvent,
+    event_to_json,
+    subsampled_gaussian_event,
+)
 
-__all__ = ["Mechanism", "PrivacyPlan"]
+__all__ = ["SELECTION_SCORE", "Mechanism", "PrivacyPlan"]
+
+#: Name of the private selection score's mechanism in a plan
+#: (:mod:`~raydp_synth.privacy.selection_score`): the one discrete release.
+SELECTION_SCORE = "selection_score"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,9 +75,27 @@ class Mechanism:
     def private(self) -> bool:
         return self.noise_multiplier > 0
 
+    @property
+    def discrete(self) -> bool:
+        """True for the selection score: an integer count released with discrete
+        Gaussian noise N_Z(0, noise_std^2) (:mod:`~raydp_synth.privacy.discrete_gaussian`),
+        priced as :class:`~raydp_synth.privacy.events.DiscreteGaussianDpEvent`."""
+        return self.name == SELECTION_SCORE
+
     def event(self) -> dpa.DpEvent:
         if self.noise_multiplier == 0:
             return dpa.NonPrivateDpEvent() if self.num_steps > 0 else dpa.NoOpDpEvent()
+        if self.discrete:
+            if self.sample_rate is not None or self.sensitivity != 1:
+                raise ConfigError(f"{self.name} is a discrete release of an integer count over "
+                                  f"a whole split: sample_rate={self.sample_rate} must be None "
+                                  f"and sensitivity={self.sensitivity} must be 1")
+            validated = subsampled_gaussian_event(noise_multiplier=self.noise_multiplier,
+                                                  sample_rate=None, num_steps=self.num_steps)
+            if self.num_steps == 0:
+                return validated  # NoOpDpEvent
+            step = DiscreteGaussianDpEvent(noise_multiplier=self.noise_multiplier)
+            return step if self.num_steps == 1 else dpa.SelfComposedDpEvent(step, self.num_steps)
         return subsampled_gaussian_event(
             noise_multiplier=self.noise_multiplier,
             sample_rate=self.sample_rate,

@@ -27,6 +27,12 @@ Where a theorem needs RDP, RDP alone prices: PLD cannot price
 event falls back to RDP, and the dominance check of random stopping stays on RDP
 curves (:mod:`raydp_synth.privacy.accounting`).
 
+The selection score's discrete Gaussian (``DiscreteGaussianDpEvent``) has the
+Gaussian's RDP curve but its own PLD, built from dp-accounting's discrete-Gaussian
+privacy loss: its (epsilon, delta) profile is above the continuous Gaussian's at
+some epsilons (docs/budget-pricing.md, section 5). An event with one that the leaf
+path cannot price is priced by RDP alone, never by ``PLDAccountant``.
+
 Speed: PLDs of the plain Gaussian mechanisms that make up every plan (leaves
 ``(sigma, q, count)``) are built exactly as ``PLDAccountant`` builds them and cached,
 one step per ``(sigma, q)`` and self-composed per count; compositions are left folds
@@ -51,6 +57,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_module
 
 from raydp_synth.privacy import accounting
 from raydp_synth.privacy.accounting import CALIBRATION_ORDERS, Leaf, gaussian_leaves
+from raydp_synth.privacy.events import contains_discrete_gaussian
 
 __all__ = [
     "PLD_INTERVAL",
@@ -171,8 +178,24 @@ def _step_pld(sigma: float, q: float, interval: float) -> Any:
 
 
 @functools.lru_cache(maxsize=32)
+def _discrete_step_pld(sigma: float, interval: float) -> Any:
+    """One release of an integer query of sensitivity 1 plus N_Z(0, sigma^2):
+    dp-accounting's discrete-Gaussian privacy loss (Canonne, Kamath & Steinke 2020),
+    pessimistic, with connect-the-dots as for the continuous Gaussian (Doroshenko et
+    al. 2022: an upper bound for any pair of distributions). Its noise is truncated at
+    ceil(11.6 sigma), which drops at most 1e-30 of mass (docs/budget-pricing.md,
+    section 5)."""
+    return pld_module.from_discrete_gaussian_mechanism(
+        sigma, sensitivity=1, value_discretization_interval=interval,
+        pessimistic_estimate=True, use_connect_dots=True)
+
+
+@functools.lru_cache(maxsize=32)
 def _leaf_pld(leaf: Leaf, interval: float) -> Any:
-    sigma, q, count = leaf
+    sigma, q, count, discrete = leaf
+    if discrete:  # a sum of discrete Gaussians is no discrete Gaussian: compose
+        step = _discrete_step_pld(sigma, interval)
+        return step if count == 1 else step.self_compose(count)
     if q is None:  # PLDAccountant: count Gaussians are one Gaussian of sigma/sqrt(count)
         return pld_module.from_gaussian_mechanism(
             standard_deviation=sigma / math.sqrt(count), value_discretization_interval=interval,
@@ -201,6 +224,8 @@ def _pld_epsilon(
     try:
         if leaves is not None:
             value = _pld_of_leaves(tuple(leaves), delta, interval)
+        elif contains_discrete_gaussian(event):
+            return None  # PLDAccountant would price it as a continuous Gaussian: RDP's stands
         else:
             pld = pld_privacy_accountant.PLDAccountant(_RELATION, interval)
             if not pld.supports(event):

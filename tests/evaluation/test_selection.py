@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import random
+
 import dp_accounting as dpa
 import numpy as np
 import pytest
-import torch
 
 from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.accounting import epsilon_of
+from raydp_synth.privacy.events import DiscreteGaussianDpEvent
 from raydp_synth.privacy.plan import Mechanism
 from raydp_synth.privacy.selection_score import (
     SELECTION_SCORE,
@@ -18,7 +20,7 @@ from raydp_synth.privacy.selection_score import (
     release_score,
     with_score_mechanism,
 )
-from tests.stats import assert_gaussian_std, std_interval
+from tests.stats import std_interval
 
 DIGITS = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
 
@@ -33,12 +35,13 @@ def dpaf_plans():
 
 
 @pytest.mark.slow
-def test_score_is_a_gaussian_event_with_sensitivity_one_in_the_plan(dpaf_plans) -> None:
+def test_score_is_a_discrete_gaussian_event_with_sensitivity_one_in_the_plan(dpaf_plans) -> None:
     plan, _ = dpaf_plans
     score = plan.mechanism(SELECTION_SCORE)
     assert score.sample_rate is None and score.num_steps == 1 and score.sensitivity == 1.0
-    assert score.event() == dpa.GaussianDpEvent(score.noise_multiplier)
-    assert plan.event().events[-1] == dpa.GaussianDpEvent(score.noise_multiplier)
+    assert score.event() == DiscreteGaussianDpEvent(score.noise_multiplier)
+    assert plan.event().events[-1] == DiscreteGaussianDpEvent(score.noise_multiplier)
+    assert isinstance(score.event(), dpa.GaussianDpEvent)  # RDP: the Gaussian's curve
     assert plan.epsilon() <= 5.0
 
 
@@ -87,18 +90,22 @@ def _mechanism(sigma: float) -> Mechanism:
 
 def test_score_noise_has_the_planned_scale() -> None:
     """Seeded draws of the released score minus the true accuracy, in count units,
-    have std sigma (chi-square interval from the sample size) and are Gaussian."""
+    are integers with std sigma (chi-square interval from the sample size; the
+    discrete Gaussian's std equals sigma within 1e-30 at sigma 4). Their law is
+    tested exactly in tests/privacy/test_discrete_gaussian.py."""
     sigma, n, draws = 4.0, 180, 20_000
     labels = np.arange(n) % 10
     predicted = labels.copy()
     predicted[:50] = (predicted[:50] + 1) % 10  # 130 correct
-    gen = torch.Generator().manual_seed(7)
+    source = random.Random(7)
     noise = np.array([
         release_score(predicted, labels, mechanism=_mechanism(sigma), public=False,
-                      noise_generator=gen, classifier="logreg").value * n - 130
+                      noise_source=source, classifier="logreg").value * n - 130
         for _ in range(draws)
     ])
-    assert_gaussian_std(noise, sigma)
+    assert np.abs(noise - np.round(noise)).max() < 1e-9  # an integer, up to float rounding
+    lo, hi = std_interval(draws)
+    assert lo <= np.sqrt(np.mean(noise**2)) / sigma <= hi
     # The same check rejects a wrong scale, e.g. noise added to the accuracy
     # instead of the count (a stray 1/n) or a factor sqrt(2) off.
     lo, hi = std_interval(draws)
@@ -108,14 +115,14 @@ def test_score_noise_has_the_planned_scale() -> None:
 
 def test_public_split_is_scored_exactly_and_private_needs_the_mechanism() -> None:
     labels = np.arange(20) % 10
-    exact = release_score(labels, labels, mechanism=None, public=True, noise_generator=None,
+    exact = release_score(labels, labels, mechanism=None, public=True, noise_source=None,
                           classifier="cnn")
     assert exact.value == 1.0 and not exact.private and exact.noise_std == 0
     with pytest.raises(ConfigError, match="selection_score"):
         release_score(labels, labels, mechanism=None, public=False,
-                      noise_generator=torch.Generator(), classifier="cnn")
+                      noise_source=random.Random(), classifier="cnn")
     released = release_score(labels, labels, mechanism=_mechanism(2.0), public=False,
-                             noise_generator=torch.Generator().manual_seed(0), classifier="cnn")
+                             noise_source=random.Random(0), classifier="cnn")
     assert released.private and released.noise_std == pytest.approx(2.0 / 20)
 
 

@@ -8,10 +8,11 @@ import math
 import dp_accounting as dpa
 import pytest
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
+from dp_accounting.pld.privacy_loss_distribution import from_discrete_gaussian_mechanism
 
 from raydp_synth.privacy import pricing
 from raydp_synth.privacy.accounting import epsilon_of, random_stopping_event
-from raydp_synth.privacy.events import subsampled_gaussian_event
+from raydp_synth.privacy.events import DiscreteGaussianDpEvent, subsampled_gaussian_event
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 
 DELTA = 1e-5
@@ -56,11 +57,23 @@ def test_golden_prices(what, rdp, pld, stated):
 @pytest.mark.parametrize("what", ["subsampled Gaussian", "DPAF default plan", "10 composed"])
 def test_pld_is_pld_accountants_bit_for_bit(what):
     """The cached leaf-and-fold path gives PLDAccountant's own epsilon (pessimistic
-    estimates, add-or-remove-one, the stated interval)."""
+    estimates, add-or-remove-one, the stated interval). The selection score's discrete
+    Gaussian, which PLDAccountant would price as a continuous one, is composed last
+    from dp-accounting's discrete-Gaussian PLD (connect-the-dots, pessimistic)."""
+    event = EVENTS[what]
     accountant = PLDAccountant(dpa.NeighboringRelation.ADD_OR_REMOVE_ONE, pricing.PLD_INTERVAL)
-    accountant.compose(EVENTS[what])
-    assert pricing.price(EVENTS[what], delta=DELTA).pld == accountant.get_epsilon(DELTA)
-    assert pricing.price(EVENTS[what], delta=DELTA).rdp == epsilon_of(EVENTS[what], delta=DELTA)
+    if what == "DPAF default plan":
+        *training, score = event.events
+        assert isinstance(score, DiscreteGaussianDpEvent)
+        accountant.compose(dpa.ComposedDpEvent(training))
+        expected = accountant._pld.compose(from_discrete_gaussian_mechanism(
+            score.noise_multiplier, sensitivity=1, value_discretization_interval=pricing.PLD_INTERVAL,
+            pessimistic_estimate=True, use_connect_dots=True)).get_epsilon_for_delta(DELTA)
+    else:
+        accountant.compose(event)
+        expected = accountant.get_epsilon(DELTA)
+    assert pricing.price(event, delta=DELTA).pld == expected
+    assert pricing.price(event, delta=DELTA).rdp == epsilon_of(event, delta=DELTA)
 
 
 def test_random_stopping_stays_rdp():

@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from raydp_synth.errors import ConfigError
 from raydp_synth.tune.study import StudyRequest, run_study
@@ -108,18 +107,19 @@ def test_the_subset_is_a_poisson_draw_of_each_split() -> None:
 
 
 def test_the_study_draws_the_subset_from_os_entropy(monkeypatch) -> None:
-    """The real path seeds from secrets.randbits(128): not the user seed, nor
-    NumPy's global state."""
+    """The real path seeds from 256 OS bits (``secret_rng.secret_numpy_rng``): not the
+    user seed, nor NumPy's global state."""
     import raydp_synth.tune.subsampled_search as module
+    from raydp_synth.privacy import secret_rng
 
     calls: list[int] = []
-    real = module.secrets.randbits
-    monkeypatch.setattr(module.secrets, "randbits", lambda k: calls.append(k) or real(k))
+    real = secret_rng.secrets.randbits
+    monkeypatch.setattr(secret_rng.secrets, "randbits", lambda k: calls.append(k) or real(k))
     np.random.seed(0)
     a = secret_tuning_subset(2000, 100, 0.5)
     np.random.seed(0)
     b = secret_tuning_subset(2000, 100, 0.5)
-    assert calls == [128, 128] and not np.array_equal(a.train, b.train)
+    assert calls == [256, 256] and not np.array_equal(a.train, b.train)
     from pathlib import Path
 
     source = Path(module.__file__).with_name("study.py").read_text()
@@ -249,6 +249,8 @@ def test_the_noise_std_the_warning_quotes_is_the_one_a_trial_reports() -> None:
     """``score_noise_std`` is the ``noise_std`` that ``release_score`` (the function a
     tuning trial calls) reports for the same plan and divisor; a plan without a score
     mechanism has none."""
+    import random
+
     from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
     from raydp_synth.privacy.selection_score import (
         SELECTION_SCORE,
@@ -263,7 +265,7 @@ def test_the_noise_std_the_warning_quotes_is_the_one_a_trial_reports() -> None:
     plan = PrivacyPlan(mechanisms=(train, score), delta=1e-5, target_epsilon=2.0)
     labels = np.arange(40) % 10
     released = release_score(labels, labels, mechanism=score, public=False,
-                             noise_generator=torch.Generator().manual_seed(0),
+                             noise_source=random.Random(0),
                              classifier="logreg", divisor=17)
     assert score_noise_std(plan, 17) == pytest.approx(released.noise_std, rel=1e-15)
     assert score_noise_std(plan, 17) == pytest.approx(5.9 / 17)
