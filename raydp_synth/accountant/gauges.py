@@ -11,12 +11,19 @@ which it was set (measured: a value set once is scraped for one interval, about
 from Prometheus between grants. Held gauges set their last values again every second
 from a daemon thread of the process that owns them.
 
-Privacy: every value is a function of the ledger (the plans granted, their public
-prices, the counts of grants and refusals), curator-only like the ledger: the
-operator who watches the dashboard is inside the trusted boundary and sees every
-trial. Nothing here goes into the release. Under random stopping the count of grants
-is K at the end, which the statement never states (the theorem prices the output
-without K).
+Privacy (design.md, invariant 15; docs/privacy.md, "The trust boundary"): every value
+is a function of the ledger, and the gauges go out on each node's metrics export port,
+which is not behind Ray's token. What goes out there is what anyone who reaches that
+port may learn, so it depends on the study's pricing mode (:func:`budget_gauges`,
+:func:`running_values`, :func:`release_values`):
+
+* ``compose``: the trial count is public (at most ``--trials``) and every grant is
+  priced in the statement: all four gauges, set on every decision.
+* ``random-stopping`` (DP-HyPO included) and ``subsampled``: the count of grants is
+  the secret K (Papernot & Steinke's theorem prices the output without it), and the
+  spent epsilon of a subsampled study moves when the tuning phase ends. No count
+  gauge exists, and nothing is set while the study runs; ``spent`` and
+  ``remaining`` are set once, at the release, to the statement's totals.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["BUDGET_GAUGES", "PROMETHEUS_PREFIX", "STUDY_TAG", "HeldGauges", "prometheus_name"]
+__all__ = ["BUDGET_GAUGES", "LIVE_MODES", "PROMETHEUS_PREFIX", "STUDY_TAG", "HeldGauges",
+           "budget_gauges", "prometheus_name", "release_values", "running_values"]
 
 #: The tag that names the study (the accountant's study name) on every gauge.
 STUDY_TAG = "study"
@@ -41,6 +49,41 @@ BUDGET_GAUGES: dict[str, tuple[str, str]] = {
 
 #: What Ray's metrics agent puts before an application metric's name.
 PROMETHEUS_PREFIX = "ray_"
+
+#: The pricing modes whose gauges follow the study while it runs: only compose, whose
+#: trial count is public. Every other mode (and a mode added later) exports nothing
+#: until its release: fail closed.
+LIVE_MODES = frozenset({"compose"})
+
+#: The gauges of a mode outside :data:`LIVE_MODES`: the budget, never a count.
+_RELEASE_GAUGES = ("spent", "remaining")
+
+
+def budget_gauges(mode: str) -> dict[str, tuple[str, str]]:
+    """The gauges (:data:`BUDGET_GAUGES` entries) that a study priced by ``mode``
+    registers with Ray: all four under compose; ``spent`` and ``remaining`` otherwise
+    (a count of grants or refusals would tell K)."""
+    keys = BUDGET_GAUGES if mode in LIVE_MODES else _RELEASE_GAUGES
+    return {key: BUDGET_GAUGES[key] for key in keys}
+
+
+def running_values(mode: str, *, spent_epsilon: float, remaining_epsilon: float,
+                   trials_granted: int, trials_refused: int) -> dict[str, float]:
+    """What the accountant sets after each decision while the study runs: every gauge
+    under compose; nothing otherwise (not even the epsilon: a subsampled study's moves
+    when its tuning phase ends, which tells when the K-th trial finished)."""
+    if mode not in LIVE_MODES:
+        return {}
+    return {"spent": float(spent_epsilon), "remaining": float(remaining_epsilon),
+            "granted": float(trials_granted), "refused": float(trials_refused)}
+
+
+def release_values(statement: Mapping[str, Any]) -> dict[str, float]:
+    """What the accountant sets at the release, from the study's statement (what the
+    release's privacy.json states anyway): the spent epsilon and what is left of the
+    budget. No count, under any mode."""
+    spent = float(statement["epsilon"])
+    return {"spent": spent, "remaining": max(0.0, float(statement["budget_epsilon"]) - spent)}
 
 
 def prometheus_name(name: str) -> str:

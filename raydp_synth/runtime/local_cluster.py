@@ -14,6 +14,12 @@ Authentication stays as Ray sets it for a cluster of ``ray.init``: unless the us
 chose ``RAY_AUTH_MODE``, token authentication is on and the token is
 ``~/.ray/auth_token`` (written if missing), and this process and the ``ray start``
 it runs use it.
+
+* :func:`loopback_node`: every local cluster this package starts (``ray.init`` or the
+  detached ``ray start --head``) has 127.0.0.1 as its node IP, so that each of its
+  ports listens on the loopback interface only. The metrics export port above all:
+  Ray binds it to every interface wherever the node IP is not loopback, and it has
+  no token (design.md, invariant 15; docs/privacy.md, "The trust boundary").
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["dashboard_url", "keep_cluster", "keep_requested", "kept_cluster_line",
-           "run_with_cluster", "running_local_cluster", "start_detached_cluster"]
+__all__ = ["LOOPBACK_SETTINGS", "dashboard_url", "keep_cluster", "keep_requested",
+           "kept_cluster_line", "loopback_node", "run_with_cluster", "running_local_cluster",
+           "start_detached_cluster"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -43,6 +50,18 @@ _PREFERRED_PORTS = {
 }
 
 _keep = False  # inside keep_cluster()
+
+#: The environment of a local cluster whose node IP is 127.0.0.1. Ray 2.60 has no
+#: setting for the metrics export's host: its reporter agent
+#: (``dashboard/modules/reporter/reporter_agent.py``) binds it to 127.0.0.1 where the
+#: node IP is loopback and to every interface otherwise, and ``--node-ip-address``
+#: (``_node_ip_address``) turns 127.0.0.1 back into the machine's address
+#: (``services.resolve_ip_for_localhost``). This switch, off, makes
+#: ``services.get_node_ip_address`` return 127.0.0.1 (it exists for macOS and Windows,
+#: where it is off by default); on Linux it also stops ``ray start --address`` from
+#: adding a node, which a local cluster never does. Ray's GCS, raylet, object manager,
+#: dashboard agent, runtime-env agent and workers then listen on 127.0.0.1 too.
+LOOPBACK_SETTINGS = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
 def running_local_cluster() -> str | None:
@@ -65,6 +84,18 @@ def dashboard_url() -> str | None:
         return None
     url = get_dashboard_url()
     return f"http://{url}" if url and "://" not in url else (url or None)
+
+
+def loopback_node() -> None:
+    """Make the local Ray that this process starts or joins run on 127.0.0.1
+    (:data:`LOOPBACK_SETTINGS`): for the processes it starts (``ray start``, and Ray's
+    own through ``ray.init``), in the environment; for this process, in Ray's constant
+    too, which Ray read when it was imported (perhaps before this call). Call it
+    before ``ray.init`` of a local cluster, never for a cluster in ``RAY_ADDRESS``."""
+    os.environ.update(LOOPBACK_SETTINGS)
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def _port_or_any(preferred: int) -> int:
@@ -96,11 +127,13 @@ def start_detached_cluster(*, num_cpus: int | None = None) -> str:
     """Start a local ``ray start --head`` that outlives this process.
 
     It inherits this process's environment (the settings of
-    :data:`~raydp_synth.runtime.ray_session.RAY_SETTINGS` included), listens on
-    127.0.0.1 for its dashboard, and becomes the cluster :func:`running_local_cluster`
-    finds. Returns its GCS address.
+    :data:`~raydp_synth.runtime.ray_session.RAY_SETTINGS` included), runs on 127.0.0.1
+    (:func:`loopback_node`: its dashboard, metrics export and every other port listen
+    there only), and becomes the cluster :func:`running_local_cluster` finds. Returns
+    its GCS address.
     """
     _token_auth_as_ray_init_would()
+    loopback_node()
     ray_bin = Path(sys.executable).with_name("ray")
     command = [str(ray_bin) if ray_bin.exists() else "ray", "start", "--head",
                f"--num-cpus={num_cpus or os.cpu_count() or 1}", "--dashboard-host=127.0.0.1",
@@ -140,7 +173,7 @@ def keep_cluster() -> Iterator[None]:
 
 
 def kept_cluster_line() -> str | None:
-    """``the Ray cluster stays up: dashboard URL; stop it with `ray stop` `` where this
+    """``the Ray cluster stays up: dashboard URL; ...; stop it with `ray stop` `` where this
     process is connected to a local ``ray start`` cluster (None otherwise)."""
     if os.environ.get("RAY_ADDRESS") or "ray" not in sys.modules:
         return None
@@ -152,7 +185,11 @@ def kept_cluster_line() -> str | None:
     token = (" (token: ~/.ray/auth_token)"
              if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else "")
     where = f"dashboard {url}{token}" if url else "no dashboard"
-    return f"the Ray cluster stays up: {where}; stop it with `ray stop`"
+    # Ray's commands (`ray status`) rewrite 127.0.0.1 to this machine's address, where
+    # a cluster of loopback_node() does not listen, unless the switch is off for them.
+    loopback = " ".join(f"{k}={v}" for k, v in LOOPBACK_SETTINGS.items())
+    return (f"the Ray cluster stays up: {where}; it listens on 127.0.0.1 only (Ray's "
+            f"commands need {loopback}); stop it with `ray stop`")
 
 
 def run_with_cluster(keep: bool, run: Callable[[], object]) -> None:

@@ -27,6 +27,11 @@ RAY_SETTINGS: dict[str, str] = {
     # blocks until the next poll (2 s by default; docs/ray-cluster.md, section 3).
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
     "RAY_TRAIN_ENABLE_STATE_TRACKING": "1",
+    # Ray Train's own metrics are one series per training run (tag ray_train_run_id)
+    # on the unauthenticated metrics export: under random stopping they would count
+    # the trials, i.e. tell K (docs/privacy.md, "The trust boundary"). Our gauges say
+    # what the operator needs where the strategy allows it.
+    "RAY_TRAIN_METRICS_ENABLED": "0",
 }
 
 
@@ -36,7 +41,9 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
     one line saying so); else a local one, started with ``num_cpus`` CPUs (default:
     all), which ends with this process unless the command runs inside
     :func:`~raydp_synth.runtime.local_cluster.keep_cluster` (then it is a detached
-    ``ray start --head``, attached to).
+    ``ray start --head``, attached to). A local cluster started here runs on 127.0.0.1
+    (:func:`~raydp_synth.runtime.local_cluster.loopback_node`): none of its ports,
+    the unauthenticated metrics export included, is reachable from another machine.
 
     Returns:
         The cluster's CPU count.
@@ -48,6 +55,7 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
     from raydp_synth.log import quiet_ray_loggers, ray_log_level
     from raydp_synth.runtime.local_cluster import (
         keep_requested,
+        loopback_node,
         running_local_cluster,
         start_detached_cluster,
     )
@@ -57,6 +65,10 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
         if os.environ.get("RAY_ADDRESS"):
             ray.init(runtime_env=_job_runtime_env(), **options)
         else:
+            # Before any local ray.init: a cluster it starts runs on 127.0.0.1, and one
+            # kept by --keep-cluster (on 127.0.0.1) is joined at 127.0.0.1 (Ray would
+            # otherwise rewrite the address to the machine's IP, where nothing listens).
+            loopback_node()
             local = running_local_cluster()
             if local is None and keep_requested():
                 local = start_detached_cluster(num_cpus=num_cpus)

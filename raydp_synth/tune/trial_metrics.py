@@ -10,6 +10,14 @@ Privacy: only keys on the study's allow-list leave through here (the method's
 they are the values Tune already shows and writes to the study directory, which the
 workers checked against the same allow-list (docs/architecture.md, section 3). Tune's
 own bookkeeping (times, host names, iteration counters) is not exported.
+
+The gauge goes out on each node's metrics export port, which Ray's token does not
+guard (design.md, invariant 15; docs/privacy.md, "The trust boundary"). One series per
+trial counts the trials, and every trial's exact score is a result the statement
+assumes hidden except for the best one's: so the callback exists only for the searches
+whose trial count is public and whose trials' results the statement covers one by one
+(:func:`exports_trial_metrics`: compose, and a search on declared public data).
+Random stopping (DP-HyPO included) and subsampled tuning export no trial series.
 """
 
 from __future__ import annotations
@@ -21,13 +29,27 @@ from typing import Any
 from ray.tune import Callback
 
 from raydp_synth.accountant.gauges import STUDY_TAG, HeldGauges
+from raydp_synth.tune.study_settings import PUBLIC_SEARCH
 
-__all__ = ["METRIC_TAG", "TRIAL_GAUGE", "TRIAL_TAG", "TrialMetricsGauges", "exported_metrics"]
+__all__ = ["LIVE_SELECTIONS", "METRIC_TAG", "TRIAL_GAUGE", "TRIAL_TAG", "TrialMetricsGauges",
+           "exported_metrics", "exports_trial_metrics", "study_callbacks"]
 
 #: The Ray metric name of every trial metric (one gauge, tagged by study, trial, key).
 TRIAL_GAUGE = "raydp_synth_trial_metric"
 TRIAL_TAG = "trial"
 METRIC_TAG = "metric"
+
+#: The trials' ``selection`` (:class:`~raydp_synth.tune.study_settings.StudySettings`)
+#: whose metrics may go out while the study runs: compose (its trial count is public,
+#: every trial is priced in the statement) and a search on data declared public
+#: (``public-search``: no sensitive record). Any other, including one added later, is
+#: exported nowhere: fail closed.
+LIVE_SELECTIONS = frozenset({"compose", PUBLIC_SEARCH})
+
+
+def exports_trial_metrics(selection: str) -> bool:
+    """Whether the trials of a search priced by ``selection`` set the trial gauge."""
+    return selection in LIVE_SELECTIONS
 
 
 def exported_metrics(result: Mapping[str, Any], allowed: Iterable[str]) -> dict[str, float]:
@@ -77,15 +99,23 @@ def study_run_config(experiment: str, study: Any) -> Any:
     :class:`~raydp_synth.tune.study_settings.StudySettings`' study): under the study
     directory, a failed trial never rerun (``max_failures=0``: a granted trial counts
     in full and is not granted again), Tune's console at the study's verbosity, and
-    the trials' metrics as gauges."""
+    the trials' metrics as gauges where the selection allows it (:func:`study_callbacks`)."""
     from ray import tune
 
     from raydp_synth.log import tune_verbosity
+
+    return tune.RunConfig(name=experiment, storage_path=str(study.study_dir),
+                          failure_config=tune.FailureConfig(max_failures=0),
+                          verbose=tune_verbosity(), callbacks=study_callbacks(study))
+
+
+def study_callbacks(study: Any) -> list[Any]:
+    """The Tune callbacks of a search under ``study``: the trial gauge where
+    :func:`exports_trial_metrics` allows it, none otherwise."""
     from raydp_synth.methods import get_method
     from raydp_synth.tune.trial import TRIAL_METRICS
 
+    if not exports_trial_metrics(study.selection):
+        return []
     allowed = get_method(study.method).metric_allowlist | TRIAL_METRICS
-    return tune.RunConfig(name=experiment, storage_path=str(study.study_dir),
-                          failure_config=tune.FailureConfig(max_failures=0),
-                          verbose=tune_verbosity(),
-                          callbacks=[TrialMetricsGauges(study.study_name, allowed)])
+    return [TrialMetricsGauges(study.study_name, allowed)]

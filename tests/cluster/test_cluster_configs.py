@@ -36,7 +36,11 @@ MANIFESTS = {
     "pvc.yaml": [("v1", "PersistentVolumeClaim")],
     "secret.example.yaml": [("v1", "Secret")],
     "studies-pod.yaml": [("v1", "Pod")],
+    "networkpolicy.yaml": [("networking.k8s.io/v1", "NetworkPolicy")] * 2,
 }
+#: The metrics export port of every Ray node (no token: docs/privacy.md, "The trust
+#: boundary"), pinned in every `ray start` and Ray pod so the firewall rules name it.
+METRICS_PORT = 8080
 
 RAY_VERSION = version("ray")
 TORCH_VERSION = version("torch").split("+")[0]
@@ -395,3 +399,159 @@ def test_readme_talks_to_the_cluster_through_localhost_with_the_token() -> None:
             assert STUDIES in line, line
     assert "ray up cluster/aws.yaml" in lines and "ray down cluster/aws.yaml" in lines
     assert "ray dashboard cluster/aws.yaml" in lines
+
+
+# ---------------------------------------------------------------- the metrics export port
+
+#: networking.k8s.io/v1 NetworkPolicy as a strict JSON schema: the fields, types and
+#: enums of the Kubernetes API reference (NetworkPolicySpec, NetworkPolicyIngressRule,
+#: NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicyPort, IPBlock, LabelSelector),
+#: with unknown fields refused (as `kubectl apply --validate=strict` does).
+_LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
+_SELECTOR = {"type": "object", "additionalProperties": False, "properties": {
+    "matchLabels": _LABELS,
+    "matchExpressions": {"type": "array", "items": {
+        "type": "object", "additionalProperties": False, "required": ["key", "operator"],
+        "properties": {"key": {"type": "string"},
+                       "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+                       "values": {"type": "array", "items": {"type": "string"}}}}}}}
+_PEER = {"type": "object", "additionalProperties": False, "minProperties": 1, "properties": {
+    "podSelector": _SELECTOR, "namespaceSelector": _SELECTOR,
+    "ipBlock": {"type": "object", "additionalProperties": False, "required": ["cidr"],
+                "properties": {"cidr": {"type": "string"},
+                               "except": {"type": "array", "items": {"type": "string"}}}}}}
+_PORT = {"type": "object", "additionalProperties": False, "properties": {
+    "protocol": {"enum": ["TCP", "UDP", "SCTP"]},
+    "port": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 65535},
+                       {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}]},
+    "endPort": {"type": "integer", "minimum": 1, "maximum": 65535}}}
+NETWORK_POLICY_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "networking.k8s.io/v1"},
+        "kind": {"const": "NetworkPolicy"},
+        "metadata": {"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
+            "namespace": {"type": "string"}, "labels": _LABELS, "annotations": _LABELS}},
+        "spec": {"type": "object", "additionalProperties": False, "required": ["podSelector"],
+                 "properties": {
+                     "podSelector": _SELECTOR,
+                     "policyTypes": {"type": "array", "items": {"enum": ["Ingress", "Egress"]}},
+                     "ingress": {"type": "array", "items": {
+                         "type": "object", "additionalProperties": False, "properties": {
+                             "from": {"type": "array", "items": _PEER},
+                             "ports": {"type": "array", "items": _PORT}}}},
+                     "egress": {"type": "array", "items": {
+                         "type": "object", "additionalProperties": False, "properties": {
+                             "to": {"type": "array", "items": _PEER},
+                             "ports": {"type": "array", "items": _PORT}}}}}},
+    },
+}
+
+
+def _ray_pod_labels() -> list[dict[str, str]]:
+    """The labels of every Ray pod of raycluster.yaml and rayjob.yaml, with those
+    KubeRay adds (``ray.io/node-type``)."""
+    labels = []
+    for _, spec in _cluster_specs():
+        groups = [("head", spec["headGroupSpec"])]
+        groups += [("worker", group) for group in spec["workerGroupSpecs"]]
+        for node_type, group in groups:
+            labels.append({**group["template"]["metadata"]["labels"], "ray.io/node-type": node_type})
+    return labels
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert not selector.get("matchExpressions"), "matchLabels only, so that the test can read it"
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def _admits(policies: list[dict[str, Any]], source: dict[str, str] | None, port: int) -> bool:
+    """Whether some ingress rule lets a pod of this namespace with ``source`` labels
+    (None: a client outside the namespace, no namespace label matching) reach ``port``
+    of a Ray pod."""
+    for policy in policies:
+        for rule in policy["spec"].get("ingress", []):
+            ports = rule.get("ports") or [{"port": port}]
+            if not any(p["port"] <= port <= p.get("endPort", p["port"]) for p in ports):
+                continue
+            for peer in rule.get("from") or [{}]:
+                if "namespaceSelector" in peer or "ipBlock" in peer:
+                    continue  # only the operator's namespace, a placeholder here
+                if source is not None and _selects(peer.get("podSelector", {}), source):
+                    return True
+    return False
+
+
+def test_network_policy_validates_against_the_kubernetes_schema() -> None:
+    import jsonschema
+
+    policies = _manifest("networkpolicy.yaml")
+    for policy in policies:
+        jsonschema.validate(policy, NETWORK_POLICY_SCHEMA)
+    with pytest.raises(jsonschema.ValidationError):  # the schema is strict
+        jsonschema.validate({**policies[0], "spec": {**policies[0]["spec"], "ingres": []}},
+                            NETWORK_POLICY_SCHEMA)
+
+
+def test_network_policy_selects_every_ray_pod_and_isolates_its_ingress() -> None:
+    policies = _manifest("networkpolicy.yaml")
+    for labels in _ray_pod_labels():
+        selecting = [p for p in policies if _selects(p["spec"]["podSelector"], labels)]
+        assert len(selecting) == len(policies), labels
+        assert all(p["spec"]["policyTypes"] == ["Ingress"] for p in selecting)
+
+
+def test_only_the_head_reaches_the_metrics_port_and_only_ray_pods_reach_the_others() -> None:
+    policies = _manifest("networkpolicy.yaml")
+    pods = _ray_pod_labels()
+    head = next(p for p in pods if p["ray.io/node-type"] == "head")
+    worker = next(p for p in pods if p["ray.io/node-type"] == "worker")
+    stranger = {"app": "something-else"}
+    assert _admits(policies, head, METRICS_PORT)
+    for source in (worker, stranger, None):
+        assert not _admits(policies, source, METRICS_PORT), source
+    for port in (6379, 8265, 10001, 52365, 8076, 10002, 19999):
+        assert _admits(policies, head, port) and _admits(policies, worker, port), port
+        assert not _admits(policies, None, port), port
+    for port in (6379, 10001, 52365, 8076):
+        assert not _admits(policies, stranger, port), port
+
+
+@pytest.mark.parametrize(("where", "spec"), _cluster_specs())
+def test_every_ray_pod_pins_the_metrics_port_of_the_policy(where: str, spec: dict[str, Any]) -> None:
+    groups = [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
+    for group in groups:
+        assert group["rayStartParams"]["metrics-export-port"] == str(METRICS_PORT), where
+
+
+@pytest.mark.parametrize("name", LAUNCHERS)
+def test_every_ray_start_pins_the_metrics_port(name: str) -> None:
+    config = _prepared(name)
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        for command in _ray_start_commands(config, key):
+            assert f"--metrics-export-port={METRICS_PORT}" in command, command
+
+
+def test_gcp_nodes_carry_the_tag_of_the_readme_firewall_rules() -> None:
+    config = _launcher("gcp.yaml")
+    for node_type in config["available_node_types"].values():
+        assert node_type["node_config"]["tags"]["items"] == ["raydp-synth"]
+    lines = _readme_code_lines()
+    allow = next(line for line in lines if "firewall-rules create raydp-synth-ray-internal" in line)
+    assert "--action=ALLOW" in allow and "--source-tags=raydp-synth" in allow
+    assert "--target-tags=raydp-synth" in allow
+    deny = next(line for line in lines if "firewall-rules create raydp-synth-deny-others" in line)
+    assert "--action=DENY" in deny and "--target-tags=raydp-synth" in deny
+    assert "--source-" not in deny  # from everywhere else
+    priority = {rule: int(re.search(r"--priority=(\d+)", rule).group(1)) for rule in (allow, deny)}
+    assert priority[allow] < priority[deny] < 65534  # before the default network's rules
+    denied = re.search(r"--rules=(\S+)", deny).group(1).split(",")
+    assert any(r.startswith("tcp:") and int(r[4:].split("-")[0]) <= METRICS_PORT
+               <= int(r[4:].split("-")[-1]) for r in denied)
+
+
+def test_readme_applies_the_network_policy() -> None:
+    assert "kubectl apply -f cluster/kuberay/networkpolicy.yaml" in _readme_code_lines()
+

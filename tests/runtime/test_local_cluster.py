@@ -156,8 +156,11 @@ def test_keep_cluster_leaves_the_cluster_of_a_train_run_up(ray_home, tmp_path) -
     with socket.create_connection(("127.0.0.1", dash), timeout=10):
         pass
     address = (Path(folder) / "ray" / "ray_current_cluster").read_text().strip()
+    # It runs on 127.0.0.1 only (loopback_node); the line says how Ray's commands reach it.
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0" in last and address.startswith("127.0.0.1:")
     status = subprocess.run([str(RAY), "status", f"--address={address}"],
-                            env={**env, "RAY_AUTH_MODE": "token"}, capture_output=True,
+                            env={**env, "RAY_AUTH_MODE": "token",
+                                 "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}, capture_output=True,
                             text=True, timeout=120)
     assert status.returncode == 0, (status.stdout + status.stderr)[-3000:]
     assert f"/{os.cpu_count()}.0 CPU" in status.stdout, status.stdout[-3000:]
