@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from dp_accounting import dp_event
 
 from raydp_synth.accountant.core import (
     LEDGER_NAME,
@@ -42,11 +43,19 @@ from raydp_synth.accountant.core import (
     check_ledger,
     new_study_header,
 )
-from raydp_synth.accountant.gauges import BUDGET_GAUGES, STUDY_TAG, HeldGauges
+from raydp_synth.accountant.gauges import (
+    STUDY_TAG,
+    HeldGauges,
+    budget_gauges,
+    release_values,
+    running_values,
+)
 from raydp_synth.accountant.ledger import Ledger
 from raydp_synth.errors import ConfigError, LedgerError, PrivacyInvariantError
+from raydp_synth.privacy.events import event_to_json
 
 __all__ = [
+    "ENDED_BEFORE_ASKING",
     "LEDGER_NAME",
     "NAMESPACE",
     "REASON_LEDGER",
@@ -57,6 +66,10 @@ __all__ = [
     "get_accountant",
     "get_or_create_accountant",
 ]
+
+#: The ``attempt`` of the no-op grant a DP-HyPO draw gets when its trial ended before
+#: it asked (:meth:`BudgetAccountant.undraw` with ``as_no_ops``).
+ENDED_BEFORE_ASKING = "ended-before-asking"
 
 #: The Ray namespace of every accountant actor.
 NAMESPACE = "raydp_synth"
@@ -152,20 +165,26 @@ class BudgetAccountant:
                 raise ConfigError(self._ledger_message(exc, granted=False)) from exc
             self._budget = StudyBudget(settings, header, source=self._ledger.path)
 
+        # Which gauges exist, and when they are set, depends on the mode: a count of
+        # grants under random stopping is K (gauges.py; docs/privacy.md, "The trust
+        # boundary").
         self._gauges = HeldGauges({
             key: (name, description, (STUDY_TAG,))
-            for key, (name, description) in BUDGET_GAUGES.items()
+            for key, (name, description) in budget_gauges(settings.mode).items()
         })
         self._publish()
 
     # -- state -------------------------------------------------------------------
 
     def _publish(self) -> None:
-        tags = {STUDY_TAG: self._name}
-        self._gauges.set("spent", self._budget.spent_epsilon(), tags)
-        self._gauges.set("remaining", self._budget.remaining_epsilon(), tags)
-        self._gauges.set("granted", len(self._budget.grants), tags)
-        self._gauges.set("refused", len(self._budget.refused), tags)
+        """Set the gauges that the mode lets go out while the study runs (compose: all;
+        otherwise none, :func:`~raydp_synth.accountant.gauges.running_values`)."""
+        values = running_values(
+            self._budget.settings.mode, spent_epsilon=self._budget.spent_epsilon(),
+            remaining_epsilon=self._budget.remaining_epsilon(),
+            trials_granted=len(self._budget.grants), trials_refused=len(self._budget.refused))
+        for key, value in values.items():
+            self._gauges.set(key, value, {STUDY_TAG: self._name})
 
     def _response(self, trial_id: str, granted: bool, reason: str | None) -> dict[str, Any]:
         return {
@@ -254,12 +273,24 @@ class BudgetAccountant:
             return "wait"
         return "finished"
 
-    def undraw(self, trial_ids: list[str] | None = None, keep: list[str] | None = None) -> int:
+    def undraw(self, trial_ids: list[str] | None = None, keep: list[str] | None = None,
+               as_no_ops: bool = False) -> int:
         """Take back draws that were neither granted nor refused, so the search draws
         afresh in their place: those of ``trial_ids`` (a trial that ended before it
         asked), or all but ``keep`` (on ``--resume``: the trials that will not come
         back to ask). Returns how many; 0 if none, or if the ledger cannot be written
-        (the error in :meth:`status`)."""
+        (the error in :meth:`status`).
+
+        ``as_no_ops`` (a DP-HyPO search): the draws are not taken back but each is
+        granted a no-op plan, one of the K runs that released nothing. DP-HyPO's bound
+        needs every run's configuration to come from a proposal whose density is within
+        c of the prior's; drawing again after a failure would run the proposal
+        conditioned on not failing, and where failures depend on the configuration
+        that conditional density can exceed c times the prior's. A non-adaptive
+        sampler's conditional proposal is still one fixed, data-independent law, so
+        there a draw is taken back as before."""
+        if as_no_ops:
+            return self._grant_no_ops(self._budget.undecided_draws(trial_ids, keep=keep or ()))
         entry = self._budget.undraw_entry(trial_ids, keep=keep or ())
         if entry is None:
             return 0
@@ -269,6 +300,25 @@ class BudgetAccountant:
             return 0
         self._budget.take_draws(entry)
         return len(entry["trial_ids"])
+
+    def _grant_no_ops(self, trial_ids: list[str]) -> int:
+        """Grant each of ``trial_ids`` (undecided draws) a no-op plan; stops at the
+        first ledger error (fail closed: an ungranted draw stays undecided)."""
+        granted = 0
+        for trial_id in trial_ids:
+            decision = self._budget.decide(trial_id, event_to_json(dp_event.NoOpDpEvent()),
+                                           attempt=ENDED_BEFORE_ASKING)
+            if not decision.granted or decision.entry is None:
+                continue
+            try:
+                self._append(decision.entry)
+            except OSError:
+                break
+            self._budget.record(decision)
+            granted += 1
+        if granted:
+            self._publish()
+        return granted
 
     def granted_events(self) -> list[dict[str, Any]]:
         """The granted plans' events (``event_to_json``), in grant order: a compose
@@ -280,6 +330,16 @@ class BudgetAccountant:
         (:meth:`~raydp_synth.accountant.core.StudyBudget.statement`): never K itself,
         nor the number of trials run in random-stopping mode."""
         return self._budget.statement()
+
+    def publish_release(self) -> dict[str, float]:
+        """Set the budget gauges to the statement's totals; the study's driver calls it
+        once its release is written. Under every mode but compose this is the only
+        time they are set (:func:`~raydp_synth.accountant.gauges.release_values`:
+        spent and remaining epsilon, never a count). Idempotent. Returns the values."""
+        values = release_values(self._budget.statement())
+        for key, value in values.items():
+            self._gauges.set(key, value, {STUDY_TAG: self._name})
+        return values
 
     def status(self) -> dict[str, Any]:
         """Curator-facing progress: spent and remaining epsilon, trials granted/refused.

@@ -11,7 +11,7 @@ Typical use::
 from __future__ import annotations
 
 from raydp_synth.data.dataset import DatasetSplits, ImageDataset, RawImages
-from raydp_synth.data.info import DataInfo, data_info
+from raydp_synth.data.info import DataInfo, data_info, sensitive_records
 from raydp_synth.data.parquet import write_parquet
 from raydp_synth.data.public import PublicDeclaration, load_training_data, parse_public_spec
 from raydp_synth.data.spec import DatasetSpec, load_dataset, load_raw, parse_dataset_spec
@@ -31,5 +31,6 @@ __all__ = [
     "load_raw",
     "parse_dataset_spec",
     "parse_public_spec",
+    "sensitive_records",
     "write_parquet",
 ]

@@ -1,9 +1,12 @@
 """Decoding encoded images (PNG, JPEG, ...) into one ``uint8 [N, C, H, W]`` array.
 
 Shared by the image-folder and Parquet loaders. Every image is decoded with
-PIL; if all images are grayscale (or 1-bit) the result has one channel,
-otherwise every image is converted to RGB. Alpha channels are dropped. All
-images must have the same size.
+PIL. With declared ``size`` and ``channels`` (what the dataset loaders pass:
+public facts, docs/privacy.md, "What the guarantee assumes public") every image
+is converted to them: resized to ``size x size`` (bilinear) and converted to
+grayscale or RGB. Without them (a bare loader call) the images must have one
+size, and the result has one channel if all images are grayscale (or 1-bit),
+else three. Alpha channels are dropped.
 """
 
 from __future__ import annotations
@@ -123,23 +126,44 @@ def decode_image(data: bytes | Path, *, origin: str) -> DecodedImage:
     return DecodedImage(pixels=pixels, origin=origin)
 
 
-def stack_images(decoded: Iterable[DecodedImage], *, source: str) -> np.ndarray:
+def _declared_pixels(pixels: np.ndarray, *, size: int | None, channels: int | None) -> np.ndarray:
+    """One image's pixels converted to the declared size (bilinear) and channels
+    (``L``: ITU-R 601-2 luma; gray replicated to RGB); ``None``: as it is."""
+    image = Image.fromarray(pixels)
+    if channels is not None and (pixels.ndim == 2) != (channels == 1):
+        image = image.convert("L" if channels == 1 else "RGB")
+    if size is not None and image.size != (size, size):
+        image = image.resize((size, size), Image.Resampling.BILINEAR)
+    return np.asarray(image, dtype=np.uint8)
+
+
+def stack_images(decoded: Iterable[DecodedImage], *, source: str, size: int | None = None,
+                 channels: int | None = None) -> np.ndarray:
     """Stack decoded images into one ``uint8 [N, C, H, W]`` array.
 
     Args:
         decoded: The decoded images, in dataset order.
         source: Names the dataset in error messages.
+        size: The declared side: every image is resized to ``size x size``;
+            ``None``: the images must share one size.
+        channels: The declared channels (1 or 3): every image is converted;
+            ``None``: 1 if every image is grayscale, else 3.
 
     Returns:
-        ``[N, 1, H, W]`` if every image is grayscale, else ``[N, 3, H, W]``
-        (grayscale images are replicated to three channels).
+        ``[N, C, H, W]``; without a declaration ``[N, 1, H, W]`` if every image
+        is grayscale, else ``[N, 3, H, W]`` (grayscale images are replicated to
+        three channels).
 
     Raises:
-        DataError: If there are no images or their sizes differ.
+        DataError: If there are no images or, without a declared size, their
+            sizes differ.
     """
     items = list(decoded)
     if not items:
         raise DataError(f"{source}: contains no images; add at least one image")
+    if size is not None or channels is not None:
+        items = [DecodedImage(pixels=_declared_pixels(item.pixels, size=size, channels=channels),
+                              origin=item.origin) for item in items]
     first = items[0]
     height, width = first.pixels.shape[:2]
     for item in items[1:]:

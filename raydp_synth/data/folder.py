@@ -39,22 +39,27 @@ def _visible(path: Path) -> bool:
     return not path.name.startswith(".")
 
 
-def load_folder_raw(directory: str | Path) -> RawImages:
+def load_folder_raw(directory: str | Path, *, size: int | None = None,
+                    channels: int | None = None) -> RawImages:
     """Load an image folder with one sub-folder per class.
 
-    All images are converted to one mode: grayscale (one channel) if every
-    image is grayscale or 1-bit, else RGB (three channels).
+    With the declared ``size`` and ``channels`` (what a dataset spec loads with,
+    :func:`~raydp_synth.data.spec.declared_image`) every image is converted to
+    them. Without (a bare call), all images are converted to one mode: grayscale
+    (one channel) if every image is grayscale or 1-bit, else RGB (three channels).
 
     Args:
         directory: The root folder (``~`` is expanded).
+        size: The declared side (every image resized to it), or ``None``.
+        channels: The declared channels (1 or 3), or ``None``.
 
     Returns:
         ``RawImages`` with images ordered by class, then by file name.
 
     Raises:
         DataError: If the folder is missing, has no class sub-folders, no
-            class folder has an image, a file cannot be decoded, or the images
-            differ in size.
+            class folder has an image, a file cannot be decoded, or (without a
+            declared size) the images differ in size.
     """
     root = Path(directory).expanduser()
     if not root.is_dir():
@@ -83,7 +88,7 @@ def load_folder_raw(directory: str | Path) -> RawImages:
             f"{root}: none of the {len(class_dirs)} class folders contains an image; "
             "add images to the class folders"
         )
-    images = stack_images(decoded, source=str(root))
+    images = stack_images(decoded, source=str(root), size=size, channels=channels)
     return RawImages(
         images=images,
         labels=np.asarray(labels, dtype=np.int64),

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from raydp_synth.data.dataset import ImageDataset
+    from raydp_synth.data.dataset import DatasetSplits, ImageDataset
 
-__all__ = ["DataInfo", "data_info"]
+__all__ = ["DataInfo", "data_info", "sensitive_records"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +31,16 @@ class DataInfo:
     channels: int
     num_classes: int
     public_records: int = 0
+
+
+def sensitive_records(splits: DatasetSplits) -> int:
+    """|D|: the records of the whole sensitive dataset, every split drawn from the
+    sensitive source (training, validation, test; a fraction declared public with
+    ``--public SPEC:fraction=F`` is out of the training split and not counted). The
+    budget's delta is checked against it (delta < 1/|D|), not against n: the
+    guarantee is for D (docs/privacy.md, section 1, "Splits that neighbouring
+    datasets share"). Curator-side: it is checked, never released."""
+    return len(splits.train) + len(splits.val) + len(splits.test)
 
 
 def data_info(train: ImageDataset, public: ImageDataset | None) -> DataInfo:

@@ -249,7 +249,8 @@ def _open_dataset(uri: str | Path) -> pa_dataset.Dataset:
     return dataset
 
 
-def load_parquet_raw(uri: str | Path, *, num_classes: int | None = None) -> RawImages:
+def load_parquet_raw(uri: str | Path, *, num_classes: int | None = None,
+                     size: int | None = None, channels: int | None = None) -> RawImages:
     """Load images and labels from a Parquet file or directory.
 
     Args:
@@ -258,16 +259,19 @@ def load_parquet_raw(uri: str | Path, *, num_classes: int | None = None) -> RawI
         num_classes: The declared class count, used when the schema declares no
             class names (a schema declaration takes precedence; the caller
             checks that the two agree).
+        size: The declared side (every image resized to it, what a dataset spec
+            loads with: :func:`~raydp_synth.data.spec.declared_image`), or ``None``.
+        channels: The declared channels (1 or 3; every image converted), or ``None``.
 
     Returns:
-        ``RawImages`` in row order, grayscale if every image is grayscale
-        else RGB.
+        ``RawImages`` in row order, in the declared channels; without a
+        declaration grayscale if every image is grayscale else RGB.
 
     Raises:
         DataError: If the location is missing or not Parquet, a column is
             missing or mistyped, the table is empty, a row cannot be decoded,
             no class set is declared, a label is out of range for the declared
-            classes, or the images differ in size.
+            classes, or (without a declared size) the images differ in size.
     """
     text = str(uri)
     dataset = _open_dataset(uri)
@@ -313,7 +317,7 @@ def load_parquet_raw(uri: str | Path, *, num_classes: int | None = None) -> RawI
         decode_image(data, origin=f"{text}: row {index}") for index, data in enumerate(encoded)
     ]
     return RawImages(
-        images=stack_images(decoded, source=text),
+        images=stack_images(decoded, source=text, size=size, channels=channels),
         labels=labels,
         class_names=class_names,
         source=text,

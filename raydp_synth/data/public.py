@@ -16,11 +16,20 @@ Privacy: the carve-out is a keyed hash of each record's own bytes and label (the
 same construction as :mod:`raydp_synth.data.splits`, another key), so adding or
 removing one record leaves every other record on its side, and the private
 training splits of neighbouring datasets are neighbouring or equal.
+
+Every flag that declares data public (``--public``, ``--public-validation``,
+``--tune-on-public``; design invariant 16) refuses the training source
+(:func:`same_source`: the same kind and files after normalisation) and a dataset
+more than :data:`PUBLIC_OVERLAP_LIMIT` of whose records are byte-identical to
+sensitive records (:func:`check_content_overlap`). Overlap below the limit, and any
+overlap that is not byte-identical (near duplicates, re-encodings, the same person
+photographed twice), is the curator's declaration; the release says so.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,20 +48,46 @@ from raydp_synth.data.transforms import resize_uint8, to_unit_range
 from raydp_synth.errors import DataError
 
 __all__ = [
+    "PUBLIC_OVERLAP_LIMIT",
+    "PUBLIC_OVERLAP_NOTE",
     "PublicDeclaration",
     "absolute_public_spec",
+    "check_content_overlap",
+    "check_public_validation",
+    "content_overlap",
     "effective_public",
     "load_public_records",
     "load_training_data",
     "parse_public_spec",
     "public_records",
     "public_with_data_dir",
+    "same_source",
 ]
 
 _LOG = logging.getLogger(__name__)
 
 _FRACTION = ":fraction="
 _PUBLIC_PERSON = b"raydp-public-v1"
+_OVERLAP_PERSON = b"raydp-overlap-v1"
+
+PUBLIC_OVERLAP_LIMIT = 0.01
+"""The largest share of records that data declared public may have byte-identical to
+records of the sensitive dataset (of its own records, and of the sensitive ones).
+Independent collections share a few exact duplicates by chance (web-scraped images
+recur), and refusing those would make a legitimate declaration fail; a copy of the
+sensitive data, or of a sizeable part of it, shares far more. Records below the
+limit are used without noise as the curator declared them (``privacy.json`` says so)."""
+
+PUBLIC_OVERLAP_NOTE = (
+    "checked before the run: the data declared public is not the training dataset's files, "
+    f"and at most {PUBLIC_OVERLAP_LIMIT:.0%} of its records (and of the sensitive records) are "
+    "byte-identical to sensitive records as loaded for the model. Overlap below that share, "
+    "and any overlap that is not byte-identical after loading (near duplicates, re-encodings, "
+    "crops, flips, a copy declared with another :size= or decoded by another loader, the same "
+    "person photographed twice), is the curator's declaration: used without noise, not "
+    "covered by the guarantee"
+)
+"""What ``privacy.json`` says next to the declared public data (``public_facts``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,30 +139,128 @@ def _public_part(images: np.ndarray, labels: np.ndarray, fraction: float, seed: 
     return record_uniforms(images, labels, seed, person=_PUBLIC_PERSON) < fraction
 
 
+def same_source(spec: str, other: str) -> bool:
+    """Whether two dataset specs name the same records: the same kind and the same
+    files after normalisation (absolute, ``~`` expanded, symbolic links resolved, a
+    named dataset's default folder spelled out), whatever class declaration or
+    CelebA decode size either carries.
+
+    Raises:
+        DataError: a malformed spec.
+    """
+    def files(text: str) -> tuple[str, str | None]:
+        parsed = parse_dataset_spec(absolute_spec(text))
+        location = parsed.location
+        if location is not None and "://" not in location:
+            location = os.path.realpath(location)
+        return parsed.kind, location
+
+    return files(spec) == files(other)
+
+
+def check_public_validation(spec: str | None, *, dataset: str) -> None:
+    """Refuse a ``--public-validation`` that names the sensitive training dataset
+    (its score would be exact and free, and in a study it would pick the release).
+
+    Raises:
+        DataError: one line, with the fix.
+    """
+    if spec is not None and same_source(spec, dataset):
+        raise DataError(f"--public-validation {spec} names the sensitive training dataset "
+                        "(the score would read it without noise); declare another dataset "
+                        "public, or drop --public-validation to score on the private "
+                        "validation split with noise")
+
+
+def _image_keys(images: np.ndarray) -> np.ndarray:
+    """A keyed hash of each record's image bytes alone (the splits' construction,
+    :func:`~raydp_synth.data.splits.record_uniforms`, under its own personalisation).
+    The label is left out: the same image under another label is the same record."""
+    return record_uniforms(images, np.zeros(len(images), dtype=np.int64), 0,
+                           person=_OVERLAP_PERSON)
+
+
+def content_overlap(public: list[np.ndarray], sensitive: list[np.ndarray]) -> float:
+    """The share of byte-identical records between data declared public and the
+    sensitive data: the larger of the share of public records equal to a sensitive
+    record and the share of sensitive records equal to a public one (so a public set
+    that holds the whole sensitive set among many other records counts too).
+
+    Args:
+        public, sensitive: the image arrays of each side (e.g. its splits), all of one
+            shape and dtype per side; two sides of different shapes are refused.
+
+    Returns:
+        A share in ``[0, 1]``; 0 when either side is empty.
+    """
+    public = [a for a in public if len(a)]
+    sensitive = [a for a in sensitive if len(a)]
+    if not public or not sensitive:
+        return 0.0
+    if (public[0].shape[1:], public[0].dtype) != (sensitive[0].shape[1:], sensitive[0].dtype):
+        # Fail closed: records of another shape cannot be compared, and "nothing shared"
+        # would let any copy through.
+        raise DataError(f"cannot compare data declared public ({public[0].shape[1:]}, "
+                        f"{public[0].dtype}) with the sensitive data ({sensitive[0].shape[1:]}, "
+                        f"{sensitive[0].dtype}) record by record; declare data of the training "
+                        "data's image size and channels")
+    public_keys = np.concatenate([_image_keys(a) for a in public])
+    sensitive_keys = np.concatenate([_image_keys(a) for a in sensitive])
+    return max(float(np.isin(public_keys, sensitive_keys).mean()),
+               float(np.isin(sensitive_keys, public_keys).mean()))
+
+
+def check_content_overlap(public: ImageDataset | DatasetSplits, sensitive: DatasetSplits, *,
+                          what: str) -> None:
+    """Refuse data declared public that shares more than :data:`PUBLIC_OVERLAP_LIMIT`
+    of its records (or of the sensitive records, every split) byte for byte with the
+    sensitive dataset. Both are compared at the model's size, as loaded (the same
+    decoded image gives the same bytes); ``what`` names the declaration.
+
+    Raises:
+        DataError: one line, with the fix.
+    """
+    def arrays(data: ImageDataset | DatasetSplits) -> list[np.ndarray]:
+        if isinstance(data, ImageDataset):
+            return [data.images]
+        return [data.train.images, data.val.images, data.test.images]
+
+    share = content_overlap(arrays(public), arrays(sensitive))
+    if share > PUBLIC_OVERLAP_LIMIT:
+        raise DataError(f"{what}: {share:.0%} of its records are byte-identical to records of "
+                        f"the sensitive dataset (at most {PUBLIC_OVERLAP_LIMIT:.0%} may be): it "
+                        "is a copy of the training data; declare a dataset without them public")
+
+
 def load_training_data(
     dataset: str,
     *,
     public: str | None,
     image_size: int | None = None,
     seed: int = 0,
+    check_overlap: bool = False,
 ) -> tuple[DatasetSplits, ImageDataset | None]:
     """The training dataset's splits and the declared public records (or ``None``).
 
     With ``--public SPEC:fraction=F`` on the training dataset itself, the public
     records are taken out of the training split (validation and test keep theirs).
+    With ``check_overlap`` (the driver's and the study's load, before Ray starts;
+    the workers' loads skip it), another dataset's declared records are checked
+    against every split (:func:`check_content_overlap`).
 
     Raises:
         DataError: bad specs, an empty public part or private remainder, a public
-            dataset of another shape or class count.
+            dataset of another shape or class count, or (with ``check_overlap``)
+            one that is a copy of the training data.
     """
     splits = load_dataset(dataset, image_size=image_size, seed=seed)
     if public is None:
         return splits, None
     declared = parse_public_spec(public)
     train = splits.train
-    public_spec, training_spec = parse_dataset_spec(declared.dataset), parse_dataset_spec(dataset)
+    public_spec = parse_dataset_spec(declared.dataset)
     # The same records, whatever class declaration either spec carries.
-    if public_spec.source == training_spec.source:
+    if same_source(declared.dataset, dataset):
         if public_spec.num_classes not in (None, train.num_classes):
             raise DataError(f"the public data {public} declares {public_spec.num_classes} "
                             f"classes, the training data {train.num_classes}; declare the class "
@@ -158,6 +291,8 @@ def load_training_data(
                             "raise the fraction")
         records = ImageDataset(images=records.images[mask], labels=records.labels[mask],
                                num_classes=train.num_classes, name=str(declared), public=True)
+    if check_overlap:
+        check_content_overlap(records, splits, what=f"the public data {public}")
     return splits, records
 
 
@@ -166,7 +301,8 @@ def load_public_records(spec: str, *, like: ImageDataset, what: str) -> ImageDat
     resized like ``like``; ``what`` names the declaration in errors (e.g. "the
     public data digits:fraction=0.3")."""
     # A public dataset that declares no class set is declared like the training data.
-    raw = load_raw(parse_dataset_spec(spec), default_classes=like.num_classes)
+    raw = load_raw(parse_dataset_spec(spec), default_classes=like.num_classes,
+                   image_size=like.image_shape[1], default_channels=like.image_shape[0])
     images, labels = raw.images, raw.labels
     if raw.predefined_test is not None:
         images = np.concatenate([images, raw.predefined_test[0]])

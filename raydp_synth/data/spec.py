@@ -22,6 +22,20 @@ the CLIs, written into the spec as the suffix ``:classes=K``
 spec goes (a study's trials, ``run.json``, the evaluation). Formats that declare
 nothing (IDX files, Parquet without class metadata) need it; a declaration that
 disagrees with the dataset's own is refused.
+
+**So are the image size and channels.** They fix the architecture too and are
+public facts of the statement. The digits, the named datasets and IDX files
+declare them by their format (digits 8x8, MNIST 28x28, CIFAR-10 32x32 RGB, CelebA
+its decode size; IDX: the header's dimensions, grayscale). An image folder or a
+Parquet file declares nothing, so the user may: ``:size=S`` (each record is
+resized to S x S) and ``:channels=C`` (1: grayscale, 3: RGB; each record is
+converted), e.g. ``folder:/data/pets:size=64:channels=3``. Undeclared, the size
+is the model's image size the data is resized to (``--set image_size``, else
+:data:`DECLARED_DEFAULT_SIZE`) and the channels are
+:data:`DECLARED_DEFAULT_CHANNELS` (RGB). A record of another size or mode is
+converted to the declared facts, never the other way round: one colour image
+does not make a grayscale dataset RGB, and one image of another size does not
+change the size. A declaration that disagrees with a format's own is refused.
 """
 
 from __future__ import annotations
@@ -43,10 +57,13 @@ from raydp_synth.errors import DataError
 __all__ = [
     "CELEBA_DEFAULT_SIZE",
     "DATASET_KINDS",
+    "DECLARED_DEFAULT_CHANNELS",
+    "DECLARED_DEFAULT_SIZE",
     "DIGITS_CLASSES",
     "DatasetSpec",
     "NAMED_KINDS",
     "absolute_spec",
+    "declared_image",
     "load_dataset",
     "load_raw",
     "parse_dataset_spec",
@@ -67,9 +84,26 @@ DIGITS_CLASSES = 10
 CELEBA_DEFAULT_SIZE = 32
 """CelebA's decode size when the spec names none."""
 
+DECLARED_KINDS = ("folder", "parquet")
+"""Kinds whose format declares no image size or channels: the user may (``:size=S``,
+``:channels=C``)."""
+
+DECLARED_DEFAULT_SIZE = 32
+"""An image folder's or Parquet file's record size when neither the spec
+(``:size=S``) nor the model (``--set image_size``) declares one."""
+
+DECLARED_DEFAULT_CHANNELS = 3
+"""An image folder's or Parquet file's channels when the spec declares none (RGB;
+grayscale records are replicated)."""
+
+_KNOWN_CHANNELS = {"digits": 1, "mnist": 1, "fashion-mnist": 1, "idx": 1, "cifar10": 3,
+                   "celeba": 3}
+
 _VALID_FORMS = ("digits | mnist | fashion-mnist | cifar10 | celeba[:SIZE] (each [:DIR]) | "
                 "idx:DIR | folder:DIR | parquet:URI")
 _CLASSES = ":classes="
+_CHANNELS = ":channels="
+_SIZE = ":size="
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,13 +116,21 @@ class DatasetSpec:
             dataset in its default folder.
         num_classes: The class count the user declared (``--num-classes``,
             suffix ``:classes=K``), or ``None``: the dataset's own declaration.
-        size: CelebA's decode size (default 32); ``None`` for every other kind.
+        size: CelebA's decode size (default 32); for a folder or Parquet file the
+            declared record size (suffix ``:size=S``) or ``None`` (the model's
+            image size, else :data:`DECLARED_DEFAULT_SIZE`); ``None`` for the other
+            kinds (their format declares it).
+        channels: A folder's or Parquet file's declared channels (suffix
+            ``:channels=C``, 1 or 3), or ``None``: :data:`DECLARED_DEFAULT_CHANNELS`
+            (the other kinds' formats declare theirs; a matching declaration is
+            accepted and dropped).
     """
 
     kind: str
     location: str | None = None
     num_classes: int | None = None
     size: int | None = None
+    channels: int | None = None
 
     def __post_init__(self) -> None:
         """Check the kind and that a location is given exactly when needed.
@@ -117,9 +159,20 @@ class DatasetSpec:
             if self.size is None:
                 object.__setattr__(self, "size", CELEBA_DEFAULT_SIZE)
             _check_celeba_size(self.size)
+        elif self.kind in DECLARED_KINDS:
+            if self.size is not None:
+                _check_declared_size(self.size)
         elif self.size is not None:
-            raise DataError(f"dataset {self.kind!r} takes no image size (only celeba:SIZE does); "
-                            "resize with --set image_size=N")
+            raise DataError(f"dataset {self.kind!r} declares its own image size (only celeba:SIZE, "
+                            "folder and parquet take one); resize with --set image_size=N")
+        if self.channels is not None:
+            _check_channels(self.channels)
+            known = _KNOWN_CHANNELS.get(self.kind)
+            if known is not None and self.channels != known:
+                raise DataError(f"dataset {self.kind!r} has {known}-channel images, not "
+                                f"{self.channels}; drop the channels declaration")
+            if known is not None:
+                object.__setattr__(self, "channels", None)  # the format's own: nothing to carry
         if self.num_classes is not None:
             _check_num_classes(self.num_classes)
             known = self.known_classes
@@ -158,8 +211,12 @@ class DatasetSpec:
         """Return the canonical spec string, e.g. ``"idx:/data/mnist:classes=10"`` or
         ``"celeba:64:/data/celeba"`` (a kind that declares its classes never shows
         the count)."""
-        head = self.kind if self.size is None else f"{self.kind}:{self.size}"
+        head = self.kind if self.size is None or self.kind != "celeba" else f"{self.kind}:{self.size}"
         text = head if self.location is None else f"{head}:{self.location}"
+        if self.kind in DECLARED_KINDS and self.size is not None:
+            text = f"{text}{_SIZE}{self.size}"
+        if self.channels is not None:
+            text = f"{text}{_CHANNELS}{self.channels}"
         if self.num_classes is None or self.known_classes is not None:
             return text
         return f"{text}{_CLASSES}{self.num_classes}"
@@ -175,6 +232,59 @@ def _check_celeba_size(value: object) -> int:
         raise DataError(f"CelebA image size {value!r} is not one of {list(CELEBA_SIZES)}; "
                         "write e.g. celeba:64")
     return value
+
+
+def _check_declared_size(value: object) -> int:
+    """A folder's or Parquet file's declared record size: an integer >= 1.
+
+    Raises:
+        DataError: otherwise.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DataError(f"the declared image size {value!r} must be a whole number >= 1; "
+                        "write e.g. folder:DIR:size=32")
+    return value
+
+
+def _check_channels(value: object) -> int:
+    """Declared channels: 1 (grayscale) or 3 (RGB).
+
+    Raises:
+        DataError: otherwise.
+    """
+    if isinstance(value, bool) or value not in (1, 3):
+        raise DataError(f"the declared channels {value!r} must be 1 (grayscale) or 3 (RGB); "
+                        "write e.g. folder:DIR:channels=1")
+    return int(value)  # type: ignore[call-overload]
+
+
+def _declared_suffixes(spec: str, text: str) -> tuple[str, dict[str, int]]:
+    """Strip the trailing declarations ``:classes=K``, ``:size=S``, ``:channels=C`` (any
+    order, each at most once) off ``text``; return the rest and the values.
+
+    Raises:
+        DataError: a value that is not a whole number, or a declaration given twice.
+    """
+    values: dict[str, int] = {}
+    while True:
+        for suffix in (_CLASSES, _SIZE, _CHANNELS):
+            head, sep, value = text.rpartition(suffix)
+            if sep and ":" not in value and "/" not in value:
+                break
+        else:
+            return text, values
+        name = suffix.strip(":=")
+        if name in values:
+            raise DataError(f"dataset spec {spec!r} declares {name} twice; declare it once")
+        try:
+            values[name] = int(value)
+        except ValueError:
+            example = {"classes": 10, "size": 32, "channels": 3}[name]
+            raise DataError(
+                f"dataset spec {spec!r}: {name}={value!r} is not a whole number; "
+                f"write e.g. folder:DIR{suffix}{example}"
+            ) from None
+        text = head.strip()
 
 
 def _check_num_classes(value: object) -> int:
@@ -212,35 +322,32 @@ def parse_dataset_spec(spec: str) -> DatasetSpec:
         raise DataError(
             f"dataset spec must be a string, got {type(spec).__name__}; use one of: {_VALID_FORMS}"
         )
-    text = spec.strip()
-    head, sep, count = text.rpartition(_CLASSES)
-    num_classes = None
-    if sep:
-        try:
-            num_classes = int(count)
-        except ValueError:
-            raise DataError(
-                f"dataset spec {spec!r}: classes={count!r} is not a whole number; "
-                "write e.g. idx:DIR:classes=10"
-            ) from None
+    text, declared = _declared_suffixes(spec, spec.strip())
+    num_classes = declared.get("classes")
+    if num_classes is not None:
         _check_num_classes(num_classes)
-        text = head.strip()
+    size, channels = declared.get("size"), declared.get("channels")
     kind, sep, location = text.partition(":")
     kind = kind.strip().lower()
     if kind not in DATASET_KINDS:
         raise DataError(f"unknown dataset spec {spec!r}; use one of: {_VALID_FORMS}")
+    if size is not None and kind not in DECLARED_KINDS:
+        raise DataError(f"dataset spec {spec!r}: only folder and parquet take :size=S "
+                        "(their format declares no size); resize with --set image_size=N")
     if kind == "digits":
         if sep:
             raise DataError(
                 f"dataset spec {spec!r}: 'digits' takes no location; write just 'digits'"
             )
-        return DatasetSpec(kind=kind, num_classes=num_classes)
+        return DatasetSpec(kind=kind, num_classes=num_classes, channels=channels)
     if kind in NAMED_KINDS:
-        return _parse_named(spec, kind, location.strip() if sep else None, num_classes)
+        return replace(_parse_named(spec, kind, location.strip() if sep else None, num_classes),
+                       channels=channels)
     if not location.strip():
         placeholder = "URI" if kind == "parquet" else "DIR"
         raise DataError(f"dataset spec {spec!r} has no location; write {kind}:{placeholder}")
-    return DatasetSpec(kind=kind, location=location.strip(), num_classes=num_classes)
+    return DatasetSpec(kind=kind, location=location.strip(), num_classes=num_classes,
+                       size=size, channels=channels)
 
 
 def _parse_named(spec: str, kind: str, rest: str | None, num_classes: int | None) -> DatasetSpec:
@@ -331,8 +438,10 @@ def absolute_spec(spec: str) -> str:
     return str(replace(parsed, location=_same_path(location)))
 
 
-def load_raw(spec: DatasetSpec, *, default_classes: int | None = None) -> RawImages:
-    """Load the decoded images a spec names, with their declared class set.
+def load_raw(spec: DatasetSpec, *, default_classes: int | None = None,
+             image_size: int | None = None, default_channels: int | None = None) -> RawImages:
+    """Load the decoded images a spec names, with their declared class set, image
+    size and channels.
 
     The class set is the dataset's own declaration (digits: 10; a named
     dataset's; an image folder's class directories; Parquet class metadata),
@@ -340,10 +449,18 @@ def load_raw(spec: DatasetSpec, *, default_classes: int | None = None) -> RawIma
     that must be like other data: public records like the training data, a
     test split like a released generator). A class may have no record.
 
+    A folder's or Parquet file's records are converted to the declared size and
+    channels (:func:`declared_image`), never the facts to the records.
+
     Args:
         spec: The parsed spec.
         default_classes: The class count to use when neither the dataset nor
             the spec declares one.
+        image_size: The model's image size, a folder's or Parquet file's record
+            size when the spec declares none.
+        default_channels: A folder's or Parquet file's channels when the spec
+            declares none (a caller's declaration, like ``default_classes``: public
+            records like the training data); ``None``: :data:`DECLARED_DEFAULT_CHANNELS`.
 
     Returns:
         The decoded, not yet resized images.
@@ -362,9 +479,12 @@ def load_raw(spec: DatasetSpec, *, default_classes: int | None = None) -> RawIma
     elif spec.kind == "idx":
         raw = load_idx_raw(location, num_classes=declared)
     elif spec.kind == "folder":
-        raw = load_folder_raw(location)
+        raw = load_folder_raw(location, **declared_image(spec, image_size=image_size,
+                                                         default_channels=default_channels))
     else:
-        raw = load_parquet_raw(location, num_classes=declared)
+        raw = load_parquet_raw(location, num_classes=declared,
+                               **declared_image(spec, image_size=image_size,
+                                                default_channels=default_channels))
     if spec.num_classes is not None and len(raw.class_names) != spec.num_classes:
         raise DataError(
             f"{raw.source}: the dataset declares {len(raw.class_names)} classes "
@@ -372,6 +492,26 @@ def load_raw(spec: DatasetSpec, *, default_classes: int | None = None) -> RawIma
             f"(:classes={spec.num_classes}); drop the declaration or make the two agree"
         )
     return raw
+
+
+def declared_image(spec: DatasetSpec, *, image_size: int | None = None,
+                   default_channels: int | None = None) -> dict[str, int]:
+    """A folder's or Parquet file's declared record ``size`` and ``channels``: the
+    spec's (``:size=S``, ``:channels=C``), else the model's ``image_size`` (else
+    :data:`DECLARED_DEFAULT_SIZE`) and the caller's ``default_channels`` (else
+    :data:`DECLARED_DEFAULT_CHANNELS`). Public facts, never read off the records.
+
+    Raises:
+        DataError: a kind whose format declares its own (not a folder or Parquet).
+    """
+    if spec.kind not in DECLARED_KINDS:
+        raise DataError(f"dataset {spec.kind!r} declares its own image size and channels")
+    size = spec.size if spec.size is not None else (
+        DECLARED_DEFAULT_SIZE if image_size is None else _check_declared_size(image_size))
+    channels = next(c for c in (spec.channels, default_channels, DECLARED_DEFAULT_CHANNELS)
+                    if c is not None)
+    _check_channels(channels)
+    return {"size": size, "channels": channels}
 
 
 def _preview(names: tuple[str, ...], limit: int = 5) -> str:
@@ -393,8 +533,9 @@ def load_dataset(
         spec: A spec string or parsed spec.
         image_size: Side length of the model images; ``None`` picks
             :func:`~raydp_synth.data.transforms.default_image_size` of the
-            source's native size (8x8 digits -> 16, 28x28 MNIST -> 32, CelebA:
-            its decode size).
+            source's declared size (8x8 digits -> 16, 28x28 MNIST -> 32, CelebA:
+            its decode size; a folder or Parquet file: its ``:size=S``, else
+            :data:`DECLARED_DEFAULT_SIZE`).
         seed: Seed of the deterministic split.
         public: Whether the user declared the dataset public.
         default_classes: The class count for a dataset that declares none (see
@@ -407,6 +548,6 @@ def load_dataset(
         DataError: If the spec is invalid or the data cannot be loaded or split.
     """
     parsed = spec if isinstance(spec, DatasetSpec) else parse_dataset_spec(spec)
-    raw = load_raw(parsed, default_classes=default_classes)
+    raw = load_raw(parsed, default_classes=default_classes, image_size=image_size)
     size = default_image_size(raw.native_size) if image_size is None else image_size
     return split_dataset(raw, image_size=size, seed=seed, public=public, name=str(parsed))

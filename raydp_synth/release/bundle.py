@@ -33,6 +33,7 @@ import torch
 from PIL import Image
 
 from raydp_synth.data import write_parquet
+from raydp_synth.data.public import PUBLIC_OVERLAP_NOTE
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.release.generator import (
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SYNTHETIC_SAMPLES",
     "NEIGHBOURING_RELATION",
+    "REPRODUCIBILITY_LINE",
+    "REPRODUCIBILITY_RUN",
     "RECORDED_DISTRIBUTIONS",
     "SAMPLES_FILE",
     "SYNTHETIC_FILE",
@@ -76,6 +79,19 @@ SYNTHETIC_FILE = "synthetic.parquet"
 #: a fixed number, not n (the size of a release is the user's choice, not a
 #: function of the data).
 DEFAULT_SYNTHETIC_SAMPLES = 10_000
+
+#: Why a run with a user-chosen ``--dp-seed`` is not a DP release (``privacy.json``'s
+#: ``reason`` beside ``"dp_release": false``; the CLI says it at start and end).
+REPRODUCIBILITY_RUN = (
+    "reproducibility run, not a DP release: --dp-seed fixed the DP randomness (Poisson "
+    "batches and noise); a seed that is reused, guessed or known replays the same "
+    "batches and noise across releases, which composition does not cover (it assumes "
+    "fresh secret randomness per release). Do not publish it as DP; run without --dp-seed "
+    "for a release")
+
+#: What the CLI prints of it, at the start and the end of a run with ``--dp-seed``.
+REPRODUCIBILITY_LINE = ("reproducibility run, not a DP release (a reused --dp-seed replays "
+                        "batches and noise across releases; composition does not cover it)")
 
 #: The neighbouring relation of every raydp_synth guarantee.
 NEIGHBOURING_RELATION: dict[str, str] = {
@@ -124,6 +140,8 @@ def sample_caption(statement: dict[str, Any], method: str) -> str:
     epsilon, delta = statement.get("epsilon"), statement.get("delta")
     if not statement.get("private", True):
         return f"{method} on {dataset}: NOT PRIVATE (non-private reference, do not publish)"
+    if statement.get("dp_release") is False:
+        return f"{method} on {dataset}: reproducibility run, NOT A DP RELEASE (see privacy.json)"
     if epsilon is None or delta is None:
         return f"{method} on {dataset}: no epsilon stated; see privacy.json"
     scope = (" for the whole search" if str(statement.get("scope", "")).startswith("the whole")
@@ -243,6 +261,9 @@ def public_facts(
     """What the guarantee treats as public: fixed inputs of the mechanism, which
     neighbouring datasets share and which the release may reveal.
 
+    ``declared`` names the facts that are declarations (the class set, the image
+    size, the channels), not read off the records.
+
     Args:
         data: the public facts of the training split the plan was made for.
         class_names: the declared class set (never the labels present).
@@ -257,9 +278,14 @@ def public_facts(
         "classes": {"count": data.num_classes, "names": list(class_names)},
         "image_size": data.image_size,
         "channels": data.channels,
+        # Declarations (the dataset's format, the spec's :classes=/:size=/:channels=,
+        # --num-classes, --set image_size), never read off the records.
+        "declared": ["classes", "image_size", "channels"],
         "public_data": ({"declared": public, "records": data.public_records}
                         if public is not None else None),
     }
+    if public is not None or public_validation is not None:
+        facts["public_data_overlap"] = PUBLIC_OVERLAP_NOTE
     if public_validation is not None:
         facts["score_validation"] = {"declared_public": public_validation}
     elif validation_records is not None:
@@ -268,8 +294,9 @@ def public_facts(
         "held fixed between neighbouring datasets and not hidden by the guarantee: n "
         "through q = B/n (sample rates, step counts), the class set (declared, never read "
         "off the labels; it fixes the architecture; a class may have no record), the image "
-        "size and channels, the data declared public, and the validation split size the "
-        "selection score divides by"
+        "size and channels (declared by the dataset's format or the dataset spec, never read "
+        "off the records: a record of another size or mode is converted to them), the data "
+        "declared public, and the validation split size the selection score divides by"
     )
     return facts
 
@@ -281,6 +308,7 @@ def privacy_statement(
     dataset: str,
     public: str | None = None,
     facts: dict[str, Any] | None = None,
+    reproducibility_seed: bool = False,
 ) -> dict[str, Any]:
     """The JSON privacy statement of a plan, epsilon computed by dp-accounting.
 
@@ -289,10 +317,17 @@ def privacy_statement(
     ``public`` names the data the curator declared public (``--public``): it was
     used without noise and the guarantee does not cover it. ``facts``:
     :func:`public_facts` of the run (:func:`write_release` fills them in from the
-    generator when absent).
+    generator when absent). ``reproducibility_seed``: the user fixed the DP
+    randomness (``--dp-seed``); the statement then opens with ``"dp_release":
+    false`` and the ``reason`` (:data:`REPRODUCIBILITY_RUN`): the epsilon is what
+    the plan would give with fresh secret randomness, not a guarantee of this
+    release. Without it the statement has neither key.
     """
     price = plan.price() if plan.private else None
-    statement: dict[str, Any] = {
+    statement: dict[str, Any] = {}
+    if reproducibility_seed:
+        statement.update({"dp_release": False, "reason": REPRODUCIBILITY_RUN})
+    statement |= {
         "epsilon": price.epsilon if price is not None else None,
         "delta": plan.delta,
         "target_epsilon": plan.target_epsilon if plan.private else None,

@@ -93,7 +93,12 @@ class TrainedGenerator:
                    class_names=tuple(class_names))
 
     def descriptor(self) -> dict[str, Any]:
-        """What ``generator.json`` records (public: no data-dependent values)."""
+        """What ``generator.json`` records: the method, its config, the class names and
+        ``data_info``. Public, but not free of the data: ``data_info.num_records`` is
+        n, the training split's size, a declared public fact that the release states
+        exactly (q = B/n; docs/privacy.md, "What the guarantee assumes public"); the
+        image size, channels and class set are declarations, and nothing else
+        depends on the sensitive records except through the DP-trained weights."""
         from raydp_synth.config import config_to_dict
 
         return {"method": self.method.name, "config": config_to_dict(self.config),

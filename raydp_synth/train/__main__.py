@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("method", help="registered method, e.g. dpaf")
     parser.add_argument("--epsilon", type=float, default=10.0, help="privacy budget epsilon (default 10)")
-    parser.add_argument("--delta", type=float, default=1e-5, help="privacy budget delta, < 1/n (default 1e-5)")
+    parser.add_argument("--delta", type=float, default=1e-5, help="privacy budget delta, < 1/|D| for the |D| records of the "
+                        "whole sensitive dataset, all splits (default 1e-5)")
     parser.add_argument("--workers", type=int, default=1, help="Ray Train workers (default 1)")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="method setting, repeatable (e.g. --set mu=8 --set layer_split=C2-C1-x)")
@@ -42,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="split/initialisation/sampling seed")
     parser.add_argument("--dp-seed", type=int, default=None,
                         help="seed of the DP randomness, Poisson sampling and noise (default: OS "
-                        "entropy; set only to reproduce a run, and keep it secret)")
+                        "entropy). Set only to reproduce a run: the release is then marked "
+                        "a reproducibility run, not a DP release (a reused seed replays "
+                        "batches and noise)")
     parser.add_argument("--non-private", action="store_true",
                         help="a non-private reference run of the same model (no noise; "
                         "the release is marked NOT PRIVATE); --epsilon is ignored")
@@ -64,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     from raydp_synth.data.fetch import download_declared
     from raydp_synth.data.public import public_with_data_dir
     from raydp_synth.data.spec import with_data_dir, with_num_classes
+    from raydp_synth.release.bundle import REPRODUCIBILITY_LINE
     from raydp_synth.train.driver import TrainRequest, run_training
 
     config_file = (load_config_file(args.config, method=args.method)
@@ -86,7 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         evaluate=not args.no_eval, curve_checkpoints=args.curve_checkpoints,
         **release_overrides(args),
     )
+    if request.dp_seed is not None:
+        print(f"[raydp_synth] --dp-seed given: a {REPRODUCIBILITY_LINE}", flush=True)
     run_with_cluster(args.keep_cluster, lambda: run_training(request))
+    if request.dp_seed is not None:
+        print(f"[raydp_synth] this was a {REPRODUCIBILITY_LINE}; privacy.json says "
+              '"dp_release": false: do not publish it as DP', flush=True)
     return 0
 
 

@@ -22,7 +22,6 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,8 +32,19 @@ from typing import Any
 import torch
 
 from raydp_synth.config import config_to_dict
-from raydp_synth.data import DataInfo, data_info, load_training_data, parse_public_spec
-from raydp_synth.data.public import effective_public, public_records
+from raydp_synth.data import (
+    DataInfo,
+    data_info,
+    load_training_data,
+    parse_public_spec,
+    sensitive_records,
+)
+from raydp_synth.data.public import (
+    check_content_overlap,
+    check_public_validation,
+    effective_public,
+    public_records,
+)
 from raydp_synth.errors import ConfigError
 from raydp_synth.evaluation.selection import (
     DEFAULT_SCORE_CLASSIFIER,
@@ -45,8 +55,12 @@ from raydp_synth.log import ray_log_level, worker_env
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.accounting import validate_budget, validate_delta
 from raydp_synth.privacy.plan import PrivacyPlan
-from raydp_synth.privacy.records import derived_seed
-from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE, SelectionScore
+from raydp_synth.privacy.secret_rng import fresh_secret
+from raydp_synth.privacy.selection_score import (
+    DEFAULT_SCORE_SHARE,
+    SelectionScore,
+    score_noise_source,
+)
 from raydp_synth.release import TrainedGenerator, privacy_statement, write_release
 from raydp_synth.release.bundle import (
     DEFAULT_SYNTHETIC_SAMPLES,
@@ -91,7 +105,9 @@ class TrainRequest:
         use_gpu: one GPU per worker.
         seed: data split, initialisation and sampling seed.
         dp_seed: seed of the DP randomness (Poisson sampling, noise). None (the
-            default) draws it from OS entropy; a given seed must stay secret.
+            default) draws it from OS entropy; a given seed makes the run a
+            reproducibility run, not a DP release (``privacy.json``: ``"dp_release":
+            false`` and the reason; a reused seed replays batches and noise).
         score_share: fraction of the budget for the private selection score.
         score_classifier: classifier trained on synthetic data for the score.
         public: data declared public (``SPEC`` or ``SPEC:fraction=F``, see
@@ -138,6 +154,7 @@ class TrainRequest:
             raise ConfigError(f"--workers {self.workers} must be >= 1")
         if self.curve_checkpoints is not None and self.curve_checkpoints < 0:
             raise ConfigError(f"--curve-checkpoints {self.curve_checkpoints} must be >= 0")
+        check_public_validation(self.public_validation, dataset=self.dataset)
         if self.public is not None:
             parse_public_spec(self.public)
         if self.fid_weights is not None:
@@ -396,14 +413,16 @@ def _run_training(request: TrainRequest) -> RunResult:
         ) from None
     declared = effective_public(method, request.dataset, request.public)
     splits, public = load_training_data(request.dataset, public=declared, image_size=size,
-                                        seed=request.seed)
+                                        seed=request.seed, check_overlap=True)
     train = splits.train
     data = data_info(train, public)
-    validate_delta(request.delta, dataset_size=data.num_records)
+    validate_delta(request.delta, dataset_size=sensitive_records(splits))  # |D|, not n
     config = method.make_config({**request.settings, "seed": request.settings.get("seed", request.seed)}, data)
     score_split = splits.val
     if request.public_validation is not None:
         score_split = public_records(request.public_validation, like=train, seed=request.seed)
+        check_content_overlap(score_split, splits,
+                              what=f"--public-validation {request.public_validation}")
     score_share = 0.0 if score_split.public else request.score_share
     if request.non_private:
         plan = method.non_private_plan(config, delta=request.delta, data=data,
@@ -444,8 +463,9 @@ def _run_training(request: TrainRequest) -> RunResult:
             "score": {"classifier": request.score_classifier,
                       "split": request.public_validation or "validation (private)"},
         }, indent=2))
-        # The run's secret seed of its DP randomness: never written anywhere.
-        dp_seed = request.dp_seed if request.dp_seed is not None else secrets.randbits(63)
+        # The run's secret seed of its DP randomness (256 bits from the OS): never
+        # written anywhere.
+        dp_seed = request.dp_seed if request.dp_seed is not None else fresh_secret()
 
         start = time.monotonic()
         state, metrics = fit_on_ray_train(
@@ -463,7 +483,9 @@ def _run_training(request: TrainRequest) -> RunResult:
         )
         score = score_generator(
             generator, score_split, plan=plan, classifier=request.score_classifier, seed=request.seed,
-            noise_generator=torch.Generator().manual_seed(derived_seed(dp_seed, "selection_score")),
+            # Discrete noise from the OS's generator (SystemRandom); a user's --dp-seed
+            # (a reproducibility run, no DP release) gives a source derived from it.
+            noise_source=score_noise_source(request.dp_seed),
         )
         (out / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
         scope = "one training run and its selection score (no hyperparameter search)"
@@ -471,7 +493,8 @@ def _run_training(request: TrainRequest) -> RunResult:
                              validation_records=None if score_split.public else len(score_split),
                              public_validation=request.public_validation)
         statement = privacy_statement(plan, scope=scope, dataset=request.dataset, public=declared,
-                                      facts=facts)
+                                      facts=facts,
+                                      reproducibility_seed=request.dp_seed is not None)
         write_release(out / "release", generator=generator, statement=statement,
                       num_synthetic=request.synthetic_samples, seed=request.seed)
     except BaseException:

@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("method", help="registered method, e.g. dpaf")
     parser.add_argument("--epsilon", type=float, default=10.0,
                         help="total privacy budget of the whole search (default 10)")
-    parser.add_argument("--delta", type=float, default=1e-5, help="total delta, < 1/n (default 1e-5)")
+    parser.add_argument("--delta", type=float, default=1e-5, help="total delta, < 1/|D| for the |D| records of the whole "
+                        "sensitive dataset, all splits (default 1e-5)")
     parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
                         help="compose: at most this many trials; random-stopping: their mean "
                         f"(default {DEFAULT_TRIALS}: measured better than 8, each trial gets "

@@ -36,7 +36,7 @@ from raydp_synth.tune.study_settings import PUBLIC_SEARCH, StudySettings
 _LOG = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from raydp_synth.data import DataInfo
+    from raydp_synth.data import DataInfo, DatasetSplits
     from raydp_synth.methods.base import Method
     from raydp_synth.tune.search_space import SearchSpace
 
@@ -56,7 +56,7 @@ def check_tune_on_public(spec: str, *, dataset: str, selection: str, resume: boo
         DataError: a spec that does not parse, or that names the sensitive dataset.
     """
     from raydp_synth.data import parse_public_spec
-    from raydp_synth.data.spec import parse_dataset_spec
+    from raydp_synth.data.public import same_source
 
     if selection != "compose":
         raise ConfigError(f"--tune-on-public searches at no privacy cost and releases one "
@@ -69,7 +69,7 @@ def check_tune_on_public(spec: str, *, dataset: str, selection: str, resume: boo
     if declared.fraction is not None:
         raise DataError(f"--tune-on-public {spec}: name a whole dataset declared public "
                         "(e.g. folder:DIR), not a fraction")
-    if parse_dataset_spec(declared.dataset).source == parse_dataset_spec(dataset).source:
+    if same_source(declared.dataset, dataset):
         raise DataError(f"--tune-on-public {spec} names the sensitive training dataset; "
                         "declare another dataset public (e.g. folder:DIR)")
 
@@ -93,27 +93,32 @@ class PublicSearch:
 
 def prepare_public_search(*, spec: str, dataset: str, method: Method, sensitive: DataInfo,
                           public: str | None, search_space: Any, seed: int,
-                          settings: Mapping[str, str] | None = None) -> PublicSearch:
+                          settings: Mapping[str, str] | None = None,
+                          sensitive_splits: DatasetSplits | None = None) -> PublicSearch:
     """Load DATASET's public facts (it must load, like the sensitive data in shape
     and classes) and fit the search space to it. ``dataset`` is the sensitive
     dataset's spec (checked against, never loaded here). ``public`` is the method's
     own public declaration, which the search's trials use too: refused when it is a
-    part of the sensitive dataset (a search trial would read that file)."""
+    part of the sensitive dataset (a search trial would read that file). With
+    ``sensitive_splits`` (the sensitive data, already loaded), DATASET is refused when
+    it is a copy of them (:func:`~raydp_synth.data.public.check_content_overlap`)."""
     from raydp_synth.data import data_info, load_training_data, parse_public_spec
-    from raydp_synth.data.spec import parse_dataset_spec
+    from raydp_synth.data.public import check_content_overlap, same_source
     from raydp_synth.tune.search_space import load_search_space
 
     if public is not None:
-        source = parse_dataset_spec(parse_public_spec(public).dataset).source
-        if source == parse_dataset_spec(spec).source:
+        declared = parse_public_spec(public).dataset
+        if same_source(declared, spec):
             raise DataError(f"--tune-on-public {spec} is also the --public data {public}; "
                             "declare them apart")
-        if source == parse_dataset_spec(dataset).source:
+        if same_source(declared, dataset):
             raise DataError(f"--tune-on-public cannot be combined with --public {public}, a "
                             "part of the sensitive dataset (the search's trials would read its "
                             "file); declare a separate public dataset")
     splits, records = load_training_data(spec, public=public, image_size=sensitive.image_size,
                                          seed=seed)
+    if sensitive_splits is not None:
+        check_content_overlap(splits, sensitive_splits, what=f"--tune-on-public {spec}")
     data = data_info(splits.train, records)
     if (data.channels, data.num_classes) != (sensitive.channels, sensitive.num_classes):
         raise DataError(f"--tune-on-public {spec} has {data.channels}-channel images and "

@@ -41,12 +41,23 @@ class BudgetAwareSearch(Searcher):
     accountant draws no more, so the study ends without killing trials already
     granted; and
     stops after :data:`MAX_UNGRANTED_IN_A_ROW` trials in a row end without a grant.
-    Per-epoch results are not forwarded (no pruning: FIFO)."""
+    Per-epoch results are not forwarded (no pruning: FIFO).
 
-    def __init__(self, inner: Searcher, study_name: str) -> None:
+    Args:
+        inner: the Optuna search that proposes.
+        study_name: the study (its accountant).
+        failures_are_runs: a trial that ends before it asks keeps its draw as a no-op
+            run instead of giving it back (DP-HyPO: an adaptive proposal redrawn after
+            a configuration-dependent failure could exceed its density bound;
+            :meth:`~raydp_synth.accountant.actor.BudgetAccountant.undraw`).
+    """
+
+    def __init__(self, inner: Searcher, study_name: str, *,
+                 failures_are_runs: bool = False) -> None:
         super().__init__(metric=inner.metric, mode=inner.mode)
         self.inner = inner
         self.study_name = study_name
+        self.failures_are_runs = failures_are_runs
         self.ungranted_in_a_row = 0
         self.finished = 0
         self.no_ops = 0  # granted, but invalid: a draw that could not run
@@ -95,10 +106,12 @@ class BudgetAwareSearch(Searcher):
         try:
             proposal = self.inner.suggest(trial_id)
         except BaseException:
-            ray.get(accountant.undraw.remote([trial_id]))  # no trial: no run
+            # No trial: no run (under DP-HyPO a no-op run: whether the proposal raises
+            # may depend on the history it adapts to).
+            ray.get(accountant.undraw.remote([trial_id], None, self.failures_are_runs))
             raise
         if proposal is None or proposal == Searcher.FINISHED:
-            ray.get(accountant.undraw.remote([trial_id]))
+            ray.get(accountant.undraw.remote([trial_id], None, self.failures_are_runs))
         else:
             self.out.add(trial_id)
         return proposal
@@ -114,9 +127,11 @@ class BudgetAwareSearch(Searcher):
             self.waiting_until = 0.0
             # A trial that ended before it asked for a grant (it failed, or Tune stopped
             # it) read nothing: its draw is taken back and the search draws again in its
-            # place. A trial that was granted or refused keeps its draw (one of the K
-            # runs): the accountant takes back only draws that were neither.
-            ray.get(get_accountant(self.study_name).undraw.remote([trial_id]))
+            # place (under DP-HyPO it is granted a no-op instead: one of the K runs). A
+            # trial that was granted or refused keeps its draw (one of the K runs): the
+            # accountant takes back only draws that were neither.
+            ray.get(get_accountant(self.study_name).undraw.remote(
+                [trial_id], None, self.failures_are_runs))
         self.ungranted_in_a_row = 0 if granted else self.ungranted_in_a_row + 1
         self.finished += 1
         self.no_ops += int(granted and bool(result and result.get("invalid")))

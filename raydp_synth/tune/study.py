@@ -24,7 +24,6 @@ import json
 import logging
 import math
 import os
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
+from raydp_synth.privacy.secret_rng import secret_seed_words
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
 from raydp_synth.tune.study_settings import (
@@ -204,6 +204,10 @@ class StudyRequest:
             from raydp_synth.data import parse_public_spec
 
             parse_public_spec(self.public)
+        if self.public_validation is not None:
+            from raydp_synth.data.public import check_public_validation
+
+            check_public_validation(self.public_validation, dataset=self.dataset)
         if self.tune_on_public is not None:
             from raydp_synth.tune.public_search import check_tune_on_public
 
@@ -438,7 +442,7 @@ def _with_absolute_paths(request: StudyRequest) -> StudyRequest:
 def _prepare(request: StudyRequest) -> _PreparedStudy:
     """Load the data's public facts and the search space, check the study directory
     and the public validation data, and price random stopping's reference plan."""
-    from raydp_synth.data import data_info, load_training_data
+    from raydp_synth.data import data_info, load_training_data, sensitive_records
     from raydp_synth.data.public import effective_public
     from raydp_synth.methods import get_method
     from raydp_synth.privacy.accounting import parse_distribution, validate_delta
@@ -448,18 +452,21 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
     method = get_method(request.method)
     shape = parse_distribution(request.distribution)
     declared = effective_public(method, request.dataset, request.public)
-    splits, public = load_training_data(request.dataset, public=declared, seed=request.seed)
+    splits, public = load_training_data(request.dataset, public=declared, seed=request.seed,
+                                        check_overlap=True)
+    if request.public_validation:  # loads, and is not a copy of the sensitive data
+        from raydp_synth.data.public import check_content_overlap, public_records
+
+        check_content_overlap(
+            public_records(request.public_validation, like=splits.train, seed=request.seed),
+            splits, what=f"--public-validation {request.public_validation}")
     data = data_info(splits.train, public)
-    validate_delta(request.delta, dataset_size=data.num_records)
+    validate_delta(request.delta, dataset_size=sensitive_records(splits))  # |D|, not n
     space = load_search_space(request.search_space, method.name, data).with_fixed(
         request.settings)
     name = request.name or f"{method.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     study_dir = (request.storage / name).resolve()
     _check_study_dir(request, study_dir)
-    if request.public_validation:
-        from raydp_synth.data.public import public_records
-
-        public_records(request.public_validation, like=splits.train, seed=request.seed)  # validates
     score_share = 0.0 if request.public_validation else request.score_share
     default = method.make_config({**space.fixed, "seed": request.seed}, data)
     if request.restarts:
@@ -487,7 +494,7 @@ def _prepare(request: StudyRequest) -> _PreparedStudy:
 
         public_search = prepare_public_search(
             spec=request.tune_on_public, dataset=request.dataset, method=method,
-            sensitive=data, public=declared,
+            sensitive=data, sensitive_splits=splits, public=declared,
             search_space=request.search_space, settings=request.settings,
             seed=request.seed)
         space = public_search.space  # the space searched (fitted to the public data)
@@ -812,7 +819,8 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
         # restored search that had finished (K drawn) would never draw again in place
         # of the draws taken back.
         tuner = _restored_tuner(latest, trainable) if keep else None
-        _take_back_draws_that_will_not_ask(accountant, keep=keep if tuner is not None else set())
+        _take_back_draws_that_will_not_ask(accountant, keep=keep if tuner is not None else set(),
+                                           as_no_ops=request.sampler == "dp-hypo")
     if tuner is not None:
         return tuner
 
@@ -824,8 +832,10 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
         storage = journal_storage(prepared.study_dir, create=True)
         inner = optuna_search(request, prepared.space, prepared.default, storage=storage,
                               study_name=new_study_name(storage, experiment))
-        return ConcurrencyLimiter(BudgetAwareSearch(inner, prepared.name),
-                                  max_concurrent=request.max_concurrent)
+        return ConcurrencyLimiter(
+            BudgetAwareSearch(inner, prepared.name,
+                              failures_are_runs=request.sampler == "dp-hypo"),
+            max_concurrent=request.max_concurrent)
 
     return _new_tuner(request, settings, trainable, searcher, accountant)
 
@@ -870,16 +880,22 @@ def _new_tuner(request: StudyRequest, settings: StudySettings, trainable: Any,
     )
 
 
-def _take_back_draws_that_will_not_ask(accountant: Any, *, keep: set[str]) -> None:
+def _take_back_draws_that_will_not_ask(accountant: Any, *, keep: set[str],
+                                       as_no_ops: bool = False) -> None:
     """On ``--resume`` of a random-stopping study: the trials the interrupted study drew
     that never asked for a grant read nothing. Those that Tune's restore resumes
     (``keep``, same trial ids) keep their draws and ask; the others' draws are taken
     back and the search draws afresh in their place, so that all K draws can be
-    decided."""
+    decided. Under DP-HyPO (``as_no_ops``) each is granted a no-op instead, one of the
+    K runs: whether a trial asked before the interruption may depend on its
+    configuration, and a redraw would then bias the proposal beyond its bound."""
     import ray
 
-    taken_back = ray.get(accountant.undraw.remote(None, sorted(keep)))
-    if taken_back:
+    taken_back = ray.get(accountant.undraw.remote(None, sorted(keep), as_no_ops))
+    if taken_back and as_no_ops:
+        _LOG.info(f"{taken_back} trial(s) drawn before the interruption will not ask for a "
+                  "grant; under DP-HyPO each counts as one of the K runs, releasing nothing")
+    elif taken_back:
         _LOG.info(f"{taken_back} trial(s) drawn before the interruption will not ask for a "
                   "grant; the search draws again in their place")
 
@@ -991,7 +1007,7 @@ def optuna_search(request: StudyRequest, space: SearchSpace, default: Any, *,
     sampler = make_sampler(
         request.sampler,
         request.seed if request.selection == "compose"
-        else [secrets.randbits(32) for _ in range(4)],
+        else secret_seed_words(),
         n_startup_trials=startup,
         density_ratio=request.hypo_c,
         distributions=space_distributions(space.define_by_run)
@@ -1113,6 +1129,8 @@ def _release_best(request: StudyRequest, study_dir: Path, accountant: Any,
     full.update((extra or {}).get("statement", {}))
     write_release(study_dir / "release", generator=generator, statement=full,
                   num_synthetic=request.synthetic_samples, seed=request.seed)
+    # The budget gauges' one move under every mode but compose (accountant/gauges.py).
+    ray.get(accountant.publish_release.remote())
     trial_id = info["trial_id"]
     (study_dir / "run.json").write_text(json.dumps({
         "method": request.method, "dataset": request.dataset, "seed": request.seed,

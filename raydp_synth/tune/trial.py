@@ -21,10 +21,15 @@ grant to a trial id that already has one from another attempt. A 1-worker trial
 that crashes (or whose process is killed) mid-loop fails the same way: its Tune
 trial errors and is not rerun.
 
-Each trial writes ``trials/ID/timing.json`` (curator-only, never reported): the
+Each trial writes ``trials/ID/timing.json`` (bench/trial_overhead.py reads it):
+the trial's start and end (wall-clock ``started_at``, ``ended_at``) and the
 seconds of the fixed phases around the DP loop (setup, grant, data, the loop's
-start and end, score, checkpoint), not the loop's own time or any per-step time
-(bench/trial_overhead.py reads it).
+start and end, score, checkpoint). So it gives the DP loop's wall time too (the
+end less the start less the phases; no per-step time). That time grows with the
+secret Poisson batch sizes (and, under random stopping, the trials' times show
+their number), a timing side channel: the file is curator-only, in the owner-only
+study directory, never reported to Tune, logged or part of a release
+(docs/privacy.md, section 6).
 """
 
 from __future__ import annotations
@@ -103,7 +108,8 @@ def trial_trainable(study: StudySettings, *, driver_cpus: float,
 
 
 #: The timing file's phases: (name, first stamp, last stamp), in order; the DP loop
-#: (``loop_start`` to ``loop_end``) is left out.
+#: (``loop_start`` to ``loop_end``) is no phase of its own, but follows from the
+#: file's ``started_at``, ``ended_at`` and the phases (curator-only: see above).
 _PHASES = (
     ("setup", "start", "planned"), ("grant", "planned", "granted"),
     ("data", "granted", "data_loaded"), ("workers_start", "fit_start", "worker_start"),
@@ -199,7 +205,8 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     from raydp_synth.evaluation.selection import score_generator
     from raydp_synth.methods import get_method
     from raydp_synth.privacy.events import event_to_json
-    from raydp_synth.privacy.records import derived_seed
+    from raydp_synth.privacy.secret_rng import fresh_secret
+    from raydp_synth.privacy.selection_score import score_noise_source
     from raydp_synth.release import TrainedGenerator
     from raydp_synth.train.driver import fit_in_process, fit_on_ray_train
 
@@ -262,7 +269,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
             return
 
     stamps["granted"] = time.time()
-    dp_seed = secrets.randbits(63)  # this trial's secret DP randomness, written nowhere
+    dp_seed = fresh_secret()  # this trial's secret DP randomness (256 bits), written nowhere
     splits, _ = load_training_data(study.dataset, public=study.public,
                                    image_size=data.image_size, seed=study.seed)
     if len(splits.train) != study.data.num_records:
@@ -309,7 +316,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
         split = public_records(study.public_validation, like=splits.train, seed=study.seed)
     score = score_generator(
         generator, split, plan=plan, classifier=study.score_classifier, seed=study.seed,
-        noise_generator=torch.Generator().manual_seed(derived_seed(dp_seed, "selection_score")),
+        noise_source=score_noise_source(None),  # discrete noise from the OS (SystemRandom)
         divisor=divisor,
     )
     stamps["scored"] = time.time()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import ray
-from dp_accounting import NeighboringRelation
+from dp_accounting import NeighboringRelation, dp_event
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 from hypothesis import given, settings
@@ -357,5 +357,36 @@ def test_random_stopping_draws_are_atomic_and_only_drawn_trials_are_granted(ray_
         assert ray.get(handle.request.remote("new", reference))["granted"]
         assert not ray.get(handle.status.remote())["can_grant"]
         assert ray.get(handle.draw.remote("late")) == "finished"
+    finally:
+        ray.kill(handle, no_restart=True)
+
+
+def test_dp_hypo_draws_that_end_before_asking_are_no_op_runs(ray_local, tmp_path):
+    """Under DP-HyPO (``as_no_ops``) a draw whose trial ended before it asked is not
+    given back: it is granted a no-op plan, one of the K runs, so the search draws no
+    more than K configurations and none is drawn again after a failure. Replaying the
+    ledger gives the same state; the no-op adds nothing to the statement."""
+    from raydp_synth.accountant.actor import ENDED_BEFORE_ASKING
+
+    handle, _, reference = random_stopping_accountant(tmp_path, "hypo", trial_count=2)
+    try:
+        before = ray.get(handle.statement.remote())
+        assert ray.get(handle.draw.remote("failed")) == "drawn"
+        assert ray.get(handle.draw.remote("ok")) == "drawn"
+        assert ray.get(handle.undraw.remote(["failed"], None, True)) == 1
+        assert ray.get(handle.undraw.remote(["failed"], None, True)) == 0  # decided now
+        assert ray.get(handle.draw.remote("again")) == "wait"  # no redraw: "ok" is out
+        assert ray.get(handle.request.remote("ok", reference))["granted"]
+        assert ray.get(handle.draw.remote("again")) == "finished"
+        grants = _grants(tmp_path)
+        assert [g["trial_id"] for g in grants] == ["failed", "ok"]
+        assert grants[0]["attempt"] == ENDED_BEFORE_ASKING
+        assert event_from_json(grants[0]["event"]) == event_from_json(
+            event_to_json(dp_event.NoOpDpEvent()))
+        assert not [e for e in Ledger(tmp_path / LEDGER_NAME).entries() if e["kind"] == "undraw"]
+        after = ray.get(handle.statement.remote())
+        assert after["epsilon"] == before["epsilon"]  # priced by E_ref and K, not by runs
+        # A no-op'd trial that comes back (a retried process) is refused: never rerun.
+        assert not ray.get(handle.request.remote("failed", reference))["granted"]
     finally:
         ray.kill(handle, no_restart=True)

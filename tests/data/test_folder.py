@@ -145,3 +145,24 @@ def test_images_of_different_sizes(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"b/2\.png: image is 5x7 but .*a/1\.png is 5x6") as e:
         load_folder_raw(tmp_path)
     assert "resize all images to one size" in message_of(e)
+
+
+def test_size_and_channels_are_declared_not_read_off_the_records(tmp_path: Path) -> None:
+    """docs/privacy.md, "What the guarantee assumes public": a folder's image size and
+    channels are declared (``:size=S``, ``:channels=C``; defaults: the model's size,
+    else 32, and RGB). A record of another size or mode is converted to the declared
+    facts, so one record can change neither."""
+    for i in range(40):
+        write_png(tmp_path / "ab"[i % 2] / f"{i:02d}.png", _gray(i, (8, 8)))
+    gray = load_dataset(f"folder:{tmp_path}:size=8:channels=1").train
+    assert gray.image_shape == (1, 16, 16)  # default_image_size of the declared 8
+    write_png(tmp_path / "b" / "99.png", _rgb(4, (11, 5)))  # one colour record of another size
+    again = load_dataset(f"folder:{tmp_path}:size=8:channels=1").train
+    assert again.image_shape == (1, 16, 16)
+    undeclared = load_dataset(f"folder:{tmp_path}")
+    assert undeclared.train.image_shape == (3, 32, 32)  # the declared defaults
+    assert load_dataset(f"folder:{tmp_path}", image_size=16).train.image_shape == (3, 16, 16)
+    for bad, message in ((":channels=2", "must be 1 .grayscale. or 3"),
+                         (":size=0", "must be a whole number >= 1")):
+        with pytest.raises(DataError, match=message):
+            load_dataset(f"folder:{tmp_path}{bad}")

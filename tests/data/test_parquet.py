@@ -14,6 +14,7 @@ from PIL import Image
 
 from raydp_synth.data import load_dataset, write_parquet
 from raydp_synth.data.parquet import CLASS_NAMES_KEY, load_parquet_raw
+from raydp_synth.data.spec import parse_dataset_spec
 from raydp_synth.errors import DataError
 
 from .helpers import message_of
@@ -269,3 +270,19 @@ def test_write_parquet_rejects_bad_inputs(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"bad\.parquet: class_names must be a sequence"):
         write_parquet(path, _images(2, 1), np.array([0, 1]), "ab")
     assert not path.exists()
+
+
+def test_parquet_size_and_channels_are_declared(tmp_path: Path) -> None:
+    """A Parquet file declares no image size or channels: the spec does (``:size=S``,
+    ``:channels=C``), else the defaults (32, RGB); records are converted to them."""
+    path = tmp_path / "x.parquet"
+    write_parquet(path, _images(40, 1), np.arange(40) % 2, ["a", "b"])
+    assert load_dataset(f"parquet:{path}").train.image_shape == (3, 32, 32)
+    declared = load_dataset(f"parquet:{path}:size=7:channels=1", seed=1)
+    assert declared.train.image_shape == (1, 16, 16)
+    assert str(parse_dataset_spec(f"parquet:{path}:channels=1:size=7:classes=2")) == (
+        f"parquet:{path}:size=7:channels=1:classes=2")
+    with pytest.raises(DataError, match="only folder and parquet take :size=S"):
+        parse_dataset_spec("mnist:size=7")
+    with pytest.raises(DataError, match="has 1-channel images, not 3"):
+        parse_dataset_spec("digits:channels=3")

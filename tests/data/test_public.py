@@ -77,8 +77,12 @@ def test_another_public_dataset_must_match_the_training_data(tmp_path: Path) -> 
     rng = np.random.default_rng(1)
     for i in range(20):  # RGB: the digits are grayscale
         write_png(tmp_path / f"c{i % 10}" / f"{i}.png", rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
-    with pytest.raises(DataError, match="same kind"):
-        load_training_data("digits", public=f"folder:{tmp_path}")
+    with pytest.raises(DataError, match="same kind"):  # declared RGB: refused
+        load_training_data("digits", public=f"folder:{tmp_path}:channels=3")
+    # Undeclared, a folder's channels are declared like the training data's and its
+    # records converted (never read off the records).
+    _, public = load_training_data("digits", public=f"folder:{tmp_path}")
+    assert public is not None and public.image_shape == (1, 16, 16)
 
 
 def test_another_dataset_is_public_whole_or_by_fraction(tmp_path: Path) -> None:

@@ -105,11 +105,12 @@ def test_load_raw_dispatches_every_kind(tmp_path: Path) -> None:
     assert load_raw(parse_dataset_spec(f"idx:{tmp_path / 'idx'}:classes=3")).images.shape == (
         30, 1, 5, 6)
     assert load_raw(parse_dataset_spec(f"folder:{tmp_path / 'folder'}")).class_names == ("a",)
+    # A folder or Parquet file declares no size: the default is declared, not the records'.
     assert load_raw(parse_dataset_spec(f"parquet:{tmp_path / 'p.parquet'}")).images.shape == (
         2,
         3,
-        4,
-        4,
+        32,
+        32,
     )
 
 

@@ -98,11 +98,11 @@ def test_invalid_epsilon(epsilon: float) -> None:
         calibrate_plan(_specs((1, 1, 1)), target_epsilon=epsilon, delta=1e-5)
 
 
-def test_delta_must_be_below_one_over_n() -> None:
-    validate_delta(1e-5, dataset_size=1437)
-    for bad in (1 / 1437, 0.01, 0.0, -1e-5):
-        with pytest.raises(ConfigError, match="1/n"):
-            validate_delta(bad, dataset_size=1437)
+def test_delta_must_be_below_one_over_the_dataset_size() -> None:
+    validate_delta(1e-5, dataset_size=1797)
+    for bad in (1 / 1797, 0.01, 0.0, -1e-5):
+        with pytest.raises(ConfigError, match=r"1/\|D\| = .* the \|D\|=1797 records"):
+            validate_delta(bad, dataset_size=1797)
 
 
 @pytest.mark.slow

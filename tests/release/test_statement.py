@@ -39,3 +39,35 @@ def test_non_private_reference_is_marked_and_has_no_epsilon() -> None:
     text = json.dumps(statement, allow_nan=False)  # strict JSON: no Infinity anywhere
     assert statement["epsilon"] is None and statement["private"] is False
     assert "NOT PRIVATE" in statement["warning"] and "NOT PRIVATE" in text
+
+
+def test_a_chosen_dp_seed_marks_the_statement_not_a_dp_release(tmp_path) -> None:
+    """``--dp-seed`` fixes the DP randomness: a reused seed replays batches and noise,
+    which composition does not cover, so privacy.json says ``"dp_release": false``
+    with the reason; a run without it carries neither key."""
+    from raydp_synth.config import config_to_dict
+    from raydp_synth.release import TrainedGenerator, write_release
+    from raydp_synth.release.bundle import REPRODUCIBILITY_RUN, sample_caption
+
+    method, config = _config()
+    plan = method.non_private_plan(config, delta=1e-5, data=INFO)
+    module = method.build_generator(config, INFO)
+    generator = TrainedGenerator.build(method="dpaf", config=config_to_dict(config),
+                                       data_info=INFO.__dict__,
+                                       class_names=tuple(str(k) for k in range(10)),
+                                       state_dict=module.state_dict())
+    for seeded in (True, False):
+        statement = privacy_statement(plan, scope="run", dataset="digits",
+                                      reproducibility_seed=seeded)
+        release = tmp_path / str(seeded)
+        write_release(release, generator=generator, statement=statement, num_synthetic=20,
+                      seed=0)
+        written = json.loads((release / "privacy.json").read_text())
+        if seeded:
+            assert written["dp_release"] is False and written["reason"] == REPRODUCIBILITY_RUN
+            assert list(written)[:2] == ["dp_release", "reason"]  # first thing a reader sees
+            assert "reproducibility run, not a DP release" in written["reason"]
+        else:
+            assert "dp_release" not in written and "reason" not in written
+    caption = sample_caption({"dp_release": False, "epsilon": 1.0, "delta": 1e-5}, "dpaf")
+    assert "NOT A DP RELEASE" in caption

@@ -25,7 +25,9 @@ def _fails(argv: list[str], capsys) -> str:
 @pytest.mark.parametrize(("argv", "needle"), [
     (["dpaf", "--epsilon", "0"], "epsilon 0"),
     (["dpaf", "--epsilon", "-3"], "epsilon -3"),
-    (["dpaf", "--delta", "0.001"], "1/n"),
+    (["dpaf", "--delta", "0.001"], "1/|D|"),
+    # 1/|D| = 1/1797 < 6e-4 < 1/n (n: the training split): delta is held to |D|.
+    (["dpaf", "--delta", "0.0006"], "the |D|=1797 records of the sensitive dataset"),
     (["dpaf", "--delta", "1.5"], "delta 1.5"),
     (["nosuchmethod"], "registered methods: dpaf"),
     (["dpaf", "--set", "mu"], "key=value"),

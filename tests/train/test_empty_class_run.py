@@ -4,11 +4,14 @@ The class set is a public fact of the guarantee (docs/privacy.md, "What the
 guarantee assumes public"): it is declared, never read off the labels present, so
 an empty class must neither change the architecture nor abort the run. The data are
 the digits without any 3, in a Parquet file that declares no classes, with
-``--num-classes 10`` on the real CLI.
+``--num-classes 10`` on the real CLI (which declares no image size or channels
+either: the spec does, ``:size=8:channels=1``). The run is given ``--dp-seed``, so
+it is also the CLI-to-privacy.json test of the reproducibility mark.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from pathlib import Path
@@ -51,15 +54,29 @@ def _digits_without_threes(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def run_dir(ray_local, tmp_path_factory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("empty-class")
-    dataset = f"parquet:{_digits_without_threes(root / 'no-threes.parquet')}"
+    dataset = f"parquet:{_digits_without_threes(root / 'no-threes.parquet')}:size=8:channels=1"
     out = root / "run"
-    with pytest.raises(SystemExit) as exit_info:
+    stdout = io.StringIO()
+    with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(stdout):
         run_cli(main, ["dpaf", "--dataset", dataset, "--num-classes", "10", "--epsilon", "4",
                        "--synthetic-samples", "123", "--no-eval", "--out", str(out),
                        "--set", "epochs=1", "--set", "classifier_epochs=0.2",
-                       "--set", "base_width=8"])
+                       "--set", "base_width=8", "--dp-seed", "20261130"])
     assert exit_info.value.code == 0
+    (out.parent / "stdout.txt").write_text(stdout.getvalue())
     return out, dataset
+
+
+def test_a_chosen_dp_seed_marks_the_release_not_a_dp_release(run_dir) -> None:
+    """--dp-seed on the CLI reaches the request and the release: privacy.json says
+    ``"dp_release": false`` with the reason, and the CLI says so at start and end."""
+    out, _ = run_dir
+    statement = json.loads((out / "release" / "privacy.json").read_text())
+    assert statement["dp_release"] is False
+    assert statement["reason"].startswith("reproducibility run, not a DP release")
+    lines = (out.parent / "stdout.txt").read_text().splitlines()
+    marked = [i for i, line in enumerate(lines) if "not a DP release" in line]
+    assert marked and marked[0] == 0 and marked[-1] == len(lines) - 1, lines
 
 
 def test_the_declared_empty_class_is_a_class_of_the_run(run_dir) -> None:

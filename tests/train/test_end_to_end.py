@@ -41,7 +41,10 @@ def test_release_bundle_is_complete(run_dir) -> None:
     grid = Image.open(release / "samples.png")
     assert grid.height > 10 * 16 and grid.width > 10 * 16
     assert json.loads(grid.text["Classes"]) == [str(i) for i in range(10)]
-    assert grid.text["Description"].startswith("dpaf on digits: (epsilon=")
+    # The run has a --dp-seed (to test that it is written nowhere): no DP release, and
+    # the caption says so instead of an epsilon.
+    assert grid.text["Description"].startswith(
+        "dpaf on digits: reproducibility run, NOT A DP RELEASE")
     raw = load_parquet_raw(str(release / "synthetic.parquet"))
     assert raw.images.shape[1:] == (1, 16, 16)
     assert raw.class_names == tuple(str(i) for i in range(10))

@@ -58,12 +58,16 @@ def _digits_parquet(path: Path, keep: slice = slice(None)) -> None:
     }), path)
 
 
-def _digits_folder(root: Path, count: int) -> None:
+def _digits_folder(root: Path, count: int, *, invert: bool = False) -> None:
+    """The first ``count`` digits as an image folder; ``invert``: their negatives,
+    public data that shares no record with the digits (a copy of the training data is
+    refused as public data, invariant 16)."""
     raw = load_digits_raw()
     for k in range(10):
         (root / str(k)).mkdir(parents=True)
     for i in range(count):
-        Image.fromarray(raw.images[i][0]).save(root / str(raw.labels[i]) / f"{i}.png")
+        image = 255 - raw.images[i][0] if invert else raw.images[i][0]
+        Image.fromarray(image).save(root / str(raw.labels[i]) / f"{i}.png")
 
 
 @pytest.mark.ray
@@ -72,7 +76,7 @@ def test_relative_dataset_and_public_paths_work_in_the_workers(ray_local, tmp_pa
                                                                ) -> None:
     (tmp_path / "data").mkdir()
     _digits_parquet(tmp_path / "data" / "digits.parquet")
-    _digits_folder(tmp_path / "public", 120)
+    _digits_folder(tmp_path / "public", 120, invert=True)  # not the training records
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
         run_cli(main, ["dpaf", "--dataset", "parquet:data/digits.parquet", "--num-classes", "10",
@@ -81,6 +85,8 @@ def test_relative_dataset_and_public_paths_work_in_the_workers(ray_local, tmp_pa
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["dataset"] == f"parquet:{tmp_path}/data/digits.parquet:classes=10"
     assert run["public"] == f"folder:{tmp_path}/public"
+    statement = json.loads((tmp_path / "run" / "release" / "privacy.json").read_text())
+    assert "dp_release" not in statement  # no --dp-seed: no reproducibility mark
 
 
 @pytest.mark.ray

@@ -10,7 +10,9 @@ from raydp_synth.tune.__main__ import main
 
 @pytest.mark.parametrize(("argv", "needle"), [
     (["dpaf", "--epsilon", "0"], "epsilon 0"),
-    (["dpaf", "--delta", "0.01"], "1/n"),
+    (["dpaf", "--delta", "0.01"], "1/|D|"),
+    # 1/|D| = 1/1797 < 6e-4 < 1/n: the whole sensitive dataset, not the training split.
+    (["dpaf", "--delta", "0.0006"], "the |D|=1797 records of the sensitive dataset"),
     (["dpaf", "--trials", "0"], "--trials"),
     (["dpaf", "--selection", "random-stopping", "--sampler", "tpe"], "--selection compose"),
     (["dpaf", "--selection", "random-stopping", "--distribution", "zipf"], "zipf"),

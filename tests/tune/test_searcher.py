@@ -67,3 +67,33 @@ def test_the_search_proposes_the_first_k_draws_and_draws_again_for_a_failed_tria
             ("grant", "b"), ("grant", "d")]
     finally:
         ray.kill(handle, no_restart=True)
+
+
+@pytest.mark.ray
+def test_under_dp_hypo_a_trial_that_fails_before_asking_is_a_no_op_run(
+        ray_local, tmp_path) -> None:
+    """DP-HyPO (``failures_are_runs``), K = 2: a trial that fails before it asks keeps
+    its draw as a no-op grant (one of the K runs) and the search does not draw again in
+    its place, so every run's configuration comes from the proposal itself, never from
+    the proposal conditioned on not failing (docs/privacy.md, DP-HyPO)."""
+    import ray
+
+    from raydp_synth.accountant import LEDGER_NAME, Ledger
+    from tests.accountant.test_actor import random_stopping_accountant
+
+    handle, name, reference = random_stopping_accountant(tmp_path, "hypo", trial_count=2)
+    search = BudgetAwareSearch(
+        OptunaSearch(space={"x": tune.uniform(0, 1)}, metric="score", mode="max", seed=0), name,
+        failures_are_runs=True)
+    try:
+        assert isinstance(search.suggest("a"), dict) and isinstance(search.suggest("b"), dict)
+        search.on_trial_complete("a", error=True)  # failed before it asked
+        assert search.suggest("c") is None  # no redraw: "b" is still out
+        assert ray.get(handle.request.remote("b", reference))["granted"]
+        search.on_trial_complete("b", result={"score": 0.5, "granted": 1})
+        assert search.suggest("d") == Searcher.FINISHED
+        entries = Ledger(tmp_path / LEDGER_NAME).entries()[1:]
+        assert [(e["kind"], e.get("trial_id")) for e in entries] == [
+            ("draw", "a"), ("draw", "b"), ("grant", "a"), ("grant", "b")]
+    finally:
+        ray.kill(handle, no_restart=True)

@@ -53,7 +53,7 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
 
     (tmp_path / "data").mkdir()
     _digits_parquet(tmp_path / "data" / "digits.parquet")
-    _digits_folder(tmp_path / "public", 120)
+    _digits_folder(tmp_path / "public", 120, invert=True)  # not the training records
     monkeypatch.chdir(tmp_path)
 
     study = tmp_path / "e2e-compose"
