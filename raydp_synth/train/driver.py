@@ -152,6 +152,8 @@ class TrainRequest:
         validate_budget(None if self.non_private else self.epsilon, self.delta)
         if self.workers < 1:
             raise ConfigError(f"--workers {self.workers} must be >= 1")
+        if self.dp_seed is not None and self.dp_seed < 0:
+            raise ConfigError("--dp-seed must be a whole number >= 0")
         if self.curve_checkpoints is not None and self.curve_checkpoints < 0:
             raise ConfigError(f"--curve-checkpoints {self.curve_checkpoints} must be >= 0")
         check_public_validation(self.public_validation, dataset=self.dataset)

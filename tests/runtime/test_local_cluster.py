@@ -77,7 +77,8 @@ def ray_home() -> Iterator[tuple[str, dict[str, str]]]:
     folder = tempfile.mkdtemp(prefix="rk", dir="/tmp")
     env = {**os.environ, "RAY_TMPDIR": folder, "PYTHONPATH": str(ROOT),
            "RAY_USAGE_STATS_ENABLED": "0"}
-    for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_JOB_CONFIG_JSON_ENV_VAR", VERBOSITY_ENV):
+    for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_JOB_CONFIG_JSON_ENV_VAR", VERBOSITY_ENV,
+                 "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):  # the product sets it where it starts Ray
         env.pop(name, None)
     try:
         yield folder, env

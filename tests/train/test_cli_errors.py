@@ -35,6 +35,7 @@ def _fails(argv: list[str], capsys) -> str:
     (["dpaf", "--set", "layer_split=C2-C2-C1"], "at most 3"),
     (["dpaf", "--set", "batch_size=99999"], "batch_size"),
     (["dpaf", "--workers", "0"], "--workers"),
+    (["dpaf", "--dp-seed", "-1"], "--dp-seed must be a whole number >= 0"),
     (["dpaf", "--set", "image_size=abc"], "image_size"),
     (["dpaf", "--set", "image_size=20"], "power of two"),
     (["dpaf", "--set", "image_size=8", "--set", "layer_split=C2-C1-x"], "at most 2"),

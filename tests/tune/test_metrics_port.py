@@ -12,21 +12,17 @@ listens on 127.0.0.1 only.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from raydp_synth.log import VERBOSITY_ENV
-from tests.runtime.test_local_cluster import _stop
+from tests.runtime.test_local_cluster import ray_home  # noqa: F401 (the fixture)
 from tests.tune.test_study import tiny_without_split
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -36,23 +32,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = ("raydp_synth_trials_granted", "raydp_synth_trials_refused",
              "raydp_synth_trial_metric", "raydp_synth_epsilon")
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
-
-
-@pytest.fixture
-def ray_home() -> Iterator[tuple[str, dict[str, str]]]:
-    """A Ray temp folder of the test's own (short: Unix socket paths), and a user's
-    shell environment that uses it: no ``RAY_ADDRESS``, no auth mode."""
-    folder = tempfile.mkdtemp(prefix="rm", dir="/tmp")
-    env = {**os.environ, "RAY_TMPDIR": folder, "PYTHONPATH": str(ROOT),
-           "RAY_USAGE_STATS_ENABLED": "0"}
-    for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_JOB_CONFIG_JSON_ENV_VAR", VERBOSITY_ENV,
-                 "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
-        env.pop(name, None)
-    try:
-        yield folder, env
-    finally:
-        _stop(folder)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _machine_ip() -> str | None:
@@ -104,7 +83,7 @@ def _listening_addresses(port: int) -> set[str]:
 
 
 def test_random_stopping_study_exports_no_trial_count_on_a_loopback_metrics_port(
-        ray_home, tmp_path) -> None:
+        ray_home, tmp_path) -> None:  # noqa: F811 (the imported fixture)
     folder, env = ray_home
     storage, name = tmp_path / "studies", "metrics-port"
     study = storage / name

@@ -73,7 +73,7 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     killer.start()
     result = run_study(StudyRequest(
         method="dpaf", epsilon=6.0, delta=1e-5, trials=3, search_space=TINY, storage=tmp_path,
-        name="e2e-compose", evaluate=False, dataset="parquet:data/digits.parquet:classes=10",
+        name="e2e-compose", evaluate=False, dataset="parquet:data/digits.parquet:size=8:channels=1:classes=10",
         public="folder:public", synthetic_samples=50,
     ))
     killer.join(timeout=5)
@@ -92,7 +92,10 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     facts = statement["public_facts"]
     assert facts["num_records"] == json.loads((study / "study.json").read_text())["data_info"]["num_records"]
     assert facts["classes"]["count"] == 10 and facts["score_validation"]["records"] > 0
-    assert statement["dataset"] == f"parquet:{tmp_path}/data/digits.parquet:classes=10"
+    # The digits' own facts, declared: undeclared, Parquet loads as the default 32x32 RGB,
+    # and the study takes twice as long.
+    assert statement["dataset"] == (
+        f"parquet:{tmp_path}/data/digits.parquet:size=8:channels=1:classes=10")
     import pyarrow.parquet as pq
 
     assert pq.read_table(study / "release" / "synthetic.parquet").num_rows == 50

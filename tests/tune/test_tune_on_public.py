@@ -84,19 +84,21 @@ def test_a_public_search_then_one_private_run_is_released_with_its_scope(ray_loc
 
     _digits_folder(tmp_path / "public", 900)  # digits 0..899: public
     _digits_parquet(tmp_path / "secret.parquet", keep=slice(900, None))  # the rest: sensitive
-    sensitive = f"parquet:{tmp_path}/secret.parquet:classes=10"
+    # The digits' own facts, declared (undeclared: 32x32 RGB, and a slower test).
+    sensitive = f"parquet:{tmp_path}/secret.parquet:size=8:channels=1:classes=10"
+    public = f"folder:{tmp_path}/public:size=8:channels=1"
     study = tmp_path / "on-public"
     run_study(StudyRequest(
         method="dpaf", epsilon=6.0, delta=1e-5, trials=2, search_space=TINY, storage=tmp_path,
         name="on-public", evaluate=False, dataset=sensitive, synthetic_samples=50,
-        tune_on_public=f"folder:{tmp_path}/public",
+        tune_on_public=public,
     ))
     grants = [e for e in Ledger(study / "ledger.jsonl").entries() if e["kind"] == "grant"]
     assert len(grants) == 1  # the final run only
     statement = json.loads((study / "release" / "privacy.json").read_text())
     assert statement["scope"].startswith("the final private run only")
-    assert f"folder:{tmp_path}/public" in statement["scope"]
-    assert statement["tuned_on_public"]["declared"] == f"folder:{tmp_path}/public"
+    assert public in statement["scope"]
+    assert statement["tuned_on_public"]["declared"] == public
     assert 0.9 * 6.0 <= statement["epsilon"] <= 6.0
     offline, _ = ledger_statement(study)
     assert offline["epsilon"] == pytest.approx(statement["epsilon"], rel=1e-9)
@@ -110,7 +112,7 @@ def test_a_public_search_then_one_private_run_is_released_with_its_scope(ray_loc
     run = json.loads((study / "run.json").read_text())
     assert run["public_search"]["config_from_trial"] in searched
     assert run["released_trial"] not in searched
-    assert run["tuned_on_public"] == f"folder:{tmp_path}/public"
+    assert run["tuned_on_public"] == public
     assert grants[0]["trial_id"] == run["released_trial"]
     phase_one = [p for p in study.glob("public-search/**/*") if p.is_file()]
     phase_one += [p for t in searched for p in (study / "trials" / t).glob("**/*") if p.is_file()]
