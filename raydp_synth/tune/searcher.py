@@ -108,13 +108,20 @@ class BudgetAwareSearch(Searcher):
         except BaseException:
             # No trial: no run (under DP-HyPO a no-op run: whether the proposal raises
             # may depend on the history it adapts to).
-            ray.get(accountant.undraw.remote([trial_id], None, self.failures_are_runs))
+            self._end_draw(trial_id)
             raise
         if proposal is None or proposal == Searcher.FINISHED:
-            ray.get(accountant.undraw.remote([trial_id], None, self.failures_are_runs))
+            self._end_draw(trial_id)
         else:
             self.out.add(trial_id)
         return proposal
+
+    def _end_draw(self, trial_id: str) -> None:
+        """``trial_id``'s draw, if neither granted nor refused, is given back (the
+        search draws again in its place) or, with ``failures_are_runs``, granted as a
+        no-op run (:meth:`~raydp_synth.accountant.actor.BudgetAccountant.undraw`)."""
+        ray.get(get_accountant(self.study_name).undraw.remote(
+            [trial_id], None, self.failures_are_runs))
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         pass  # per-epoch training metrics: no pruning on them (FIFO)
@@ -130,8 +137,7 @@ class BudgetAwareSearch(Searcher):
             # place (under DP-HyPO it is granted a no-op instead: one of the K runs). A
             # trial that was granted or refused keeps its draw (one of the K runs): the
             # accountant takes back only draws that were neither.
-            ray.get(get_accountant(self.study_name).undraw.remote(
-                [trial_id], None, self.failures_are_runs))
+            self._end_draw(trial_id)
         self.ungranted_in_a_row = 0 if granted else self.ungranted_in_a_row + 1
         self.finished += 1
         self.no_ops += int(granted and bool(result and result.get("invalid")))

@@ -272,6 +272,13 @@ class StudyRequest:
         """The accountant's density-ratio bound c: ``hypo_c`` under dp-hypo, else 1."""
         return float(self.hypo_c) if self.sampler == "dp-hypo" else 1.0
 
+    @property
+    def failures_are_runs(self) -> bool:
+        """Whether a drawn trial that ends before it asks keeps its draw as a no-op run
+        rather than giving it back (dp-hypo: a redraw after a failure that depends on
+        the configuration could take the proposal beyond its density bound)."""
+        return self.sampler == "dp-hypo"
+
     def gpus_per_worker(self) -> float:
         """The GPUs each Ray Train worker asks for (0: CPUs), before asking Ray."""
         from raydp_synth.runtime.resources import worker_gpu_share
@@ -820,7 +827,7 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
         # of the draws taken back.
         tuner = _restored_tuner(latest, trainable) if keep else None
         _take_back_draws_that_will_not_ask(accountant, keep=keep if tuner is not None else set(),
-                                           as_no_ops=request.sampler == "dp-hypo")
+                                           as_no_ops=request.failures_are_runs)
     if tuner is not None:
         return tuner
 
@@ -834,7 +841,7 @@ def _tuner(request: StudyRequest, prepared: _PreparedStudy, settings: StudySetti
                               study_name=new_study_name(storage, experiment))
         return ConcurrencyLimiter(
             BudgetAwareSearch(inner, prepared.name,
-                              failures_are_runs=request.sampler == "dp-hypo"),
+                              failures_are_runs=request.failures_are_runs),
             max_concurrent=request.max_concurrent)
 
     return _new_tuner(request, settings, trainable, searcher, accountant)
