@@ -14,7 +14,7 @@ method's defaults (``--epochs`` shortens training for a CPU run; the table then
 says so), then ``python -m raydp_synth.evaluate``. The small result files of each
 run (``run.json``, ``release/privacy.json``, ``evaluation.json``) are copied under
 ``--results`` so that ``python -m raydp_synth.report`` can regenerate the table in
-docs/benchmarks.md from the repository alone.
+bench/results/utility/NOTES.md (section 4.2) from the repository alone.
 """
 
 from __future__ import annotations

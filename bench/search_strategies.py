@@ -12,7 +12,7 @@ the mean and spread over seeds of the released generator's CAS and the wall time
         [--public-tuning digits:fraction=0.3] [--set dpaf:epochs=20] \\
         [--data-dir DIR] [--use-gpu [--gpus-per-trial 0.25 --max-concurrent 4]] \\
         [--no-eval | --evaluate-only] [--dry-run] \\
-        [--update docs/benchmarks.md --block strategies-digits]
+        [--update bench/results/strategies/NOTES.md --block strategies-digits]
 
 Strategies (each at the same total ``--epsilon``, the whole search counted):
 

@@ -192,11 +192,11 @@ def test_a_directory_that_is_neither_is_one_line_and_exit_2(tmp_path, plans, cap
 
 
 def test_the_benchmarks_utility_table_is_the_reports_of_the_stored_runs() -> None:
-    """docs/benchmarks.md's generated table matches bench/results/utility/ (regenerate it
-    with the command the document gives after adding or changing a run there)."""
+    """bench/results/utility/NOTES.md's generated table matches bench/results/utility/
+    (regenerate it with the command the notes give after adding or changing a run there)."""
     root = Path(__file__).resolve().parents[1]
     runs = sorted(p for p in (root / "bench" / "results" / "utility").iterdir() if p.is_dir())
-    doc = (root / "docs" / "benchmarks.md").read_text()
+    doc = (root / "bench" / "results" / "utility" / "NOTES.md").read_text()
     assert runs and update_block(doc, to_markdown([read_row(r) for r in runs])) == doc
 
 
@@ -211,11 +211,11 @@ def test_a_named_block_is_replaced_and_the_others_are_left_alone() -> None:
 
 
 def test_the_benchmarks_mnist_table_is_the_reports_of_the_stored_mnist_runs() -> None:
-    """docs/benchmarks.md's MNIST table matches bench/results/mnist/ (the command that
-    regenerates it is in the document)."""
+    """bench/results/utility/NOTES.md's MNIST table matches bench/results/mnist/ (the
+    command that regenerates it is in the notes)."""
     root = Path(__file__).resolve().parents[1]
     stored = root / "bench" / "results" / "mnist"
     runs = sorted(p for p in stored.iterdir() if p.is_dir())
-    doc = (root / "docs" / "benchmarks.md").read_text()
+    doc = (root / "bench" / "results" / "utility" / "NOTES.md").read_text()
     table = to_markdown([read_row(r) for r in runs])
     assert update_block(doc, table, block="mnist") == doc

@@ -1,6 +1,6 @@
 """bench/search_strategies.py: its strategy variants and command lines, and that
-docs/benchmarks.md's generated strategy tables are the summaries of the stored runs
-(bench/results/strategies*/)."""
+the generated strategy tables of bench/results/strategies/NOTES.md are the summaries of
+the stored runs (bench/results/strategies*/)."""
 
 from __future__ import annotations
 
@@ -170,11 +170,11 @@ def test_the_docs_strategy_tables_are_the_summaries_of_the_stored_runs() -> None
     strategies-DATASET-...; a ``-h100`` suffix: the GPU's results folder); its rows
     give the cells (the first ``seeds`` stored seeds of each); summarise() over the
     stored result files must give the block back
-    (regenerate with the command in section 4.3 and --update docs/benchmarks.md
-    --block NAME)."""
-    doc = (ROOT / "docs" / "benchmarks.md").read_text()
+    (regenerate with the command in section 4.3 and --update
+    bench/results/strategies/NOTES.md --block NAME)."""
+    doc = (ROOT / "bench" / "results" / "strategies" / "NOTES.md").read_text()
     blocks = _blocks(doc)
-    assert blocks, "docs/benchmarks.md has no generated strategy table"
+    assert blocks, "bench/results/strategies/NOTES.md has no generated strategy table"
     for name, table in blocks.items():
         dataset = "mnist" if "mnist" in name else "digits"
         results = ROOT / "bench" / "results" / ("strategies-mnist" if dataset == "mnist"

@@ -39,11 +39,11 @@ SUBSAMPLED_SEARCH = "subsampled-search"
 SUBSAMPLED_FINAL = "subsampled-final"
 
 #: ``--default-share`` unless set: half the trials of a random-stopping or subsampled
-#: search are the method's default config. Measured (docs/benchmarks.md, 4.3): random
+#: search are the method's default config. Measured (bench/results/strategies/NOTES.md, 4.3): random
 #: draws of the spaces are mostly poor, and without the atom subsampled DPAF released
 #: CAS 0.13 (digits) and 0.29 (MNIST) against 0.48 and 0.73 with it.
 DEFAULT_SHARE = 0.5
-#: ``--trials`` unless set. Measured (docs/benchmarks.md, 4.3): compose with 3 trials
+#: ``--trials`` unless set. Measured (bench/results/strategies/NOTES.md, 4.3): compose with 3 trials
 #: released better generators than with 8 on every seed (DPAF, digits, epsilon 10:
 #: 0.80 against 0.72, in half the time), because each trial's plan gets more of the
 #: budget (epsilon ~5 instead of ~3 of 10).
@@ -166,7 +166,7 @@ class StudySettings:
         the default configuration: there each trial draws its own seed from OS
         entropy, so that the restarts differ in their initialisation as well as in
         their secret DP draws (with one shared initialisation, a seed that trains
-        poorly makes every restart poor: docs/benchmarks.md, section 4.3).
+        poorly makes every restart poor: bench/results/strategies/NOTES.md, section 4.3).
 
         Privacy: each draw depends neither on the data, nor on any other trial, nor on
         the secret DP seed (drawn separately), so the trials stay i.i.d. runs of one

@@ -75,8 +75,9 @@ def test_packaged_dpaf_space_loads_for_digits() -> None:
     assert space.path == Path(raydp_synth.methods.dpaf.__file__).with_name("search_space.yaml")
     split = space.params["layer_split"]
     assert isinstance(split, CategoricalParam)
-    # Re-centred on the measurements (docs/benchmarks.md, 4.1 and 4.3): the splits that
-    # aggregate 4x4 maps on 16x16, G trained on the aggregate (not searched).
+    # Re-centred on the measurements (bench/results/utility/NOTES.md 4.1 and
+    # bench/results/strategies/NOTES.md 4.3): the splits that aggregate 4x4 maps on 16x16,
+    # G trained on the aggregate (not searched).
     assert split.choices == ("C1-C1-x", "C1-C1-C1")
     assert not space.notes  # both fit 16x16
     assert {"mu", "n_critic", "budget_split", "batch_size", "lr_d", "lr_g", "clip_conv2",

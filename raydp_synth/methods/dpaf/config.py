@@ -17,7 +17,7 @@ class DPAFConfig(MethodConfig):
     """Hyperparameters of one privacy-corrected DPAF run.
 
     The defaults are the best private configuration measured on the embedded digits
-    (n=1442, epsilon=10; docs/benchmarks.md section 4): few, narrow feature maps (a
+    (n=1442, epsilon=10; bench/results/utility/NOTES.md section 4.1): few, narrow feature maps (a
     small sqrt(m)*p) at 4x4 resolution (``C1-C1-x``) and large DPAGG batches give the
     aggregates a usable signal-to-noise ratio; G is wide (its width costs no
     privacy), takes several (free) steps per release, is trained on the synthetic
