@@ -34,7 +34,12 @@ interpreter, profiler bookkeeping), and on CUDA the GPU kernel time of its ops. 
 profiler itself adds a few microseconds per op: compare "ms/release" with and
 without it.
 
+Variants (``--variants unpadded,padded,compiled``) measure the step before and after
+fixed batch shapes and with compiled per-record gradients, in one process on one
+device (:mod:`raydp_synth.runtime.fixed_shapes`).
+
 Usage: python bench/profile_dp_step.py [--device cuda] [--methods dpaf,dpwgan,dpgan,privimage-g,privimage-d]
+       [--variants unpadded,padded,compiled]
        [--dataset digits] [--image-size 32] [--warmup 3] [--releases 8] [--threads 1]
        [--set METHOD.KEY=VALUE ...] [--out bench/results/profile_dp_step_<device>.json]
 """
@@ -266,7 +271,13 @@ def attribute(events: Any, releases: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ one method
-def profile_method(name: str, args: argparse.Namespace, overrides: dict[str, Any]) -> dict[str, Any]:
+#: What ``--variants`` compares, each in the same process on the same device:
+#: (fixed batch shapes, torch.compile backend of the per-record gradients).
+VARIANTS = {"unpadded": (False, None), "padded": (True, None), "compiled": (True, "inductor")}
+
+
+def profile_method(name: str, args: argparse.Namespace, overrides: dict[str, Any],
+                   variant: str = "padded") -> dict[str, Any]:
     method = get_method(name)
     device = torch.device(args.device)
     public_spec = effective_public(method, args.dataset, None) if method.requires_public else None
@@ -289,6 +300,7 @@ def profile_method(name: str, args: argparse.Namespace, overrides: dict[str, Any
                         world_size=1, device=device,
                         noise_generator=torch.Generator().manual_seed(0), report=report,
                         log=lambda line: None, dp_seed=1, public=public)
+    ctx.fixed_shapes, ctx.compile_backend = VARIANTS[variant]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     prof = profile(activities=activities)
     marks: dict[str, float] = {}
@@ -337,6 +349,7 @@ def profile_method(name: str, args: argparse.Namespace, overrides: dict[str, Any
     result = attribute(prof.events(), args.releases)
     top = sorted(prof.key_averages(), key=lambda a: a.self_cpu_time_total, reverse=True)[:12]
     return {
+        "variant": variant,
         "config": {k: v for k, v in vars(config).items()},
         "records": info.num_records,
         "clock": clock.name,
@@ -410,7 +423,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--set", action="append", default=[], metavar="METHOD.KEY=VALUE")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--variants", default="padded",
+                        help="comma-separated, of: unpadded (each Poisson batch at its own "
+                        "size, eager: the step before fixed shapes), padded (the default "
+                        "step), compiled (padded, per-record gradients by torch.compile; "
+                        "give --warmup enough releases to meet every batch capacity)")
     args = parser.parse_args()
+    variants = args.variants.split(",")
+    if unknown := set(variants) - set(VARIANTS):
+        raise SystemExit(f"error: unknown --variants {sorted(unknown)}; choose from {list(VARIANTS)}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: --device cuda but torch sees no CUDA device; drop --device")
     warnings.filterwarnings("ignore")
@@ -419,9 +440,12 @@ def main() -> None:
     undo = instrument()
     results: dict[str, Any] = {}
     try:
-        for name in args.methods.split(","):
-            results[name] = profile_method(name, args, overrides.get(name, {}))
-            print(f"[profile] {name}: {results[name]['ms_per_release']:.1f} ms/release", flush=True)
+        for variant in variants:
+            for name in args.methods.split(","):
+                key = name if len(variants) == 1 else f"{name} ({variant})"
+                results[key] = profile_method(name, args, overrides.get(name, {}), variant)
+                print(f"[profile] {key}: {results[key]['ms_per_release']:.1f} ms/release",
+                      flush=True)
     finally:
         undo()
     machine = f"{_cpu_model()} ({platform.machine()}), {os.cpu_count()} cores, threads={args.threads}"

@@ -70,6 +70,11 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
 def add_release_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of what a run releases and how it is scored (train and tune)."""
     parser.add_argument("--use-gpu", action="store_true", help="one GPU per worker")
+    parser.add_argument("--compile-step", action="store_true",
+                        help="run the DP step's per-record gradients compiled (torch.compile, "
+                        "one graph per batch capacity) where a method computes them with "
+                        "torch.func (dpwgan, dpgan, PrivImage): for long runs on a GPU; a "
+                        "compile costs tens of seconds per shape")
     parser.add_argument("--synthetic-samples", type=int, default=None, metavar="N",
                         help="rows of release/synthetic.parquet (default 10000)")
     parser.add_argument("--score-share", type=float, default=None,
@@ -123,7 +128,8 @@ def release_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The release and evaluation options the user gave (the request's defaults stand
     for the rest)."""
     given = {"score_share": args.score_share, "score_classifier": args.score_classifier,
-             "synthetic_samples": args.synthetic_samples, "fid_weights": args.fid_weights}
+             "synthetic_samples": args.synthetic_samples, "fid_weights": args.fid_weights,
+             "compile_step": args.compile_step or None}
     return {key: value for key, value in given.items() if value is not None}
 
 

@@ -110,7 +110,8 @@ def per_record_gradients(
 
 
 def functional_record_grads(
-    module: nn.Module, record_loss: Callable[..., torch.Tensor], *batched: torch.Tensor
+    module: nn.Module, record_loss: Callable[..., torch.Tensor], *batched: torch.Tensor,
+    compile_backend: str | None = None,
 ) -> list[torch.Tensor]:
     """Per-record gradients ``[B, *p.shape]`` of ``module``'s trainable parameters,
     by ``torch.func`` (``vmap`` of ``grad``, the technique of Opacus' functorch mode;
@@ -123,13 +124,20 @@ def functional_record_grads(
             as ``torch.func.functional_call(module, params, ...)``. Record i's loss
             must depend on record i's rows alone.
         batched: the per-record inputs, each ``[B, ...]`` (B may be 0).
+        compile_backend: a ``torch.compile`` backend (``"inductor"`` on a GPU) to run
+            the vmapped gradient compiled, one graph per batch shape (fixed shapes:
+            :mod:`~raydp_synth.runtime.fixed_shapes`); None runs it eagerly. The same
+            function either way (``tests/privacy/test_compiled_step.py``).
     """
     names = [n for n, p in module.named_parameters() if p.requires_grad]
     params = {n: p.detach() for n, p in module.named_parameters() if p.requires_grad}
     if len(batched[0]) == 0:
         return [torch.zeros(0, *params[n].shape, device=params[n].device) for n in names]
     in_dims = (None, *(0 for _ in batched))
-    per_record = vmap(grad(record_loss), in_dims=in_dims)(params, *batched)
+    per_record_fn = vmap(grad(record_loss), in_dims=in_dims)
+    if compile_backend is not None:
+        per_record_fn = torch.compile(per_record_fn, backend=compile_backend, dynamic=False)
+    per_record = per_record_fn(params, *batched)
     return [per_record[n].detach() for n in names]
 
 
@@ -139,6 +147,7 @@ def clipped_sum(
     max_grad_norm: float,
     topk_fraction: float = 1.0,
     shapes: Sequence[torch.Size] | None = None,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The pre-noise sum of a DP-SGD release: ``sum_i clip_C(topk(g_i))``, flattened
     (the parameters' sums concatenated in order).
@@ -151,6 +160,10 @@ def clipped_sum(
     same value as clipping the concatenated rows (:func:`clip_per_record`), up
     to float rounding: each record is still clipped to norm C as a whole, so the
     sensitivity of the sum is C.
+
+    ``weights`` (``[B]``, 1 for a record, 0 for a padding row of a fixed-shape batch:
+    :attr:`~raydp_synth.privacy.records.RecordBatch.weights`) multiply each row's clip
+    factor, so a padding row adds exactly zero (its gradient is finite: a zero image).
     """
     shapes = list(shapes) if shapes is not None else [g.shape[1:] for g in per_record_grads]
     local_n = per_record_grads[0].shape[0] if per_record_grads else 0
@@ -166,6 +179,8 @@ def clipped_sum(
     for r in rows:
         squared += torch.linalg.vector_norm(r, dim=1).square()
     factor = (max_grad_norm / (squared.sqrt() + 1e-12)).clamp(max=1.0)
+    if weights is not None:
+        factor = factor * weights.to(factor)
     out = torch.empty(sum(sizes), dtype=rows[0].dtype, device=rows[0].device)
     for r, part in zip(rows, split_by_shapes(out, [torch.Size([s]) for s in sizes]), strict=True):
         torch.mv(r.t(), factor, out=part)

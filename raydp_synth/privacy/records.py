@@ -11,12 +11,15 @@ without each of its records.
 
 **Per-record randomness** (a synthetic partner's latent, a mixing coefficient, a
 diffusion timestep and its noise) is drawn by :meth:`RecordBatch.normal`,
-:meth:`~RecordBatch.uniform` and :meth:`~RecordBatch.randint`: row i comes from a
-generator whose whole state is expanded from (the mechanism's secret seed, the
-purpose, the release index, the record's key) (:mod:`~raydp_synth.privacy.secret_rng`), where the key is a hash of the record's own content
-(:func:`record_keys`). The privacy argument: the map F from (purpose, release, key) to
-draws is a random function chosen independently of the data, from a seed that is
-drawn from OS entropy and never written. *Conditional on F*, record i's contribution
+:meth:`~RecordBatch.uniform` and :meth:`~RecordBatch.randint`: row i is Threefry-4x64
+keyed by the 256-bit secret derived from (the mechanism's secret seed, the purpose,
+the release index), at counters that start with record i's key
+(:mod:`~raydp_synth.privacy.keyed_draws`), where the key is a hash of the record's own
+content (:func:`record_keys`). The whole batch is drawn at once, on its device.
+
+The privacy argument: the map F from (purpose, release, key) to draws is a random
+function chosen independently of the data, from a seed that is drawn from OS entropy
+and never written. *Conditional on F*, record i's contribution
 is a fixed function of record i alone, so adding or removing a record changes the
 pre-noise sum by that record's clipped term only, whatever the other records are:
 the sensitivity the plan declares holds for every F, and the mechanism (a mixture
@@ -29,13 +32,15 @@ argument above does not need distinct keys.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from raydp_synth.privacy.keyed_draws import keyed_normal, keyed_randint, keyed_uniform
 from raydp_synth.privacy.sampling import PoissonSampler
-from raydp_synth.privacy.secret_rng import derive_secret, secret_generator
+from raydp_synth.privacy.secret_rng import derive_secret
 
 __all__ = ["RecordBatch", "RecordSampler", "derived_seed", "record_keys"]
 
@@ -71,11 +76,18 @@ class RecordBatch:
 
     Sensitive: read it only inside a mechanism's pre-noise function.
 
+    A batch may end in ``padding`` rows (:meth:`padded`: a fixed shape for a captured
+    step, :mod:`~raydp_synth.runtime.fixed_shapes`): zero images of label 0 that are no
+    record. A pre-noise function multiplies each row's contribution by
+    :attr:`weights` (1 a record, 0 a padding row), so a padding row adds exactly zero
+    and the sum is the sum over the records alone.
+
     Attributes:
-        images, labels: the records (on the loop's device).
+        images, labels: the rows (on the loop's device).
         keys: ``int64 [B]`` record keys (:func:`record_keys`), on the CPU.
         release: which release of its mechanism this batch is for (1, 2, ...).
         seed: the mechanism's secret seed of per-record draws (never written).
+        padding: how many of the last rows are padding.
     """
 
     images: torch.Tensor
@@ -83,41 +95,77 @@ class RecordBatch:
     keys: torch.Tensor
     release: int
     seed: int = field(repr=False)  # secret: in no repr, log or traceback
+    padding: int = 0
 
     def __len__(self) -> int:
+        """Rows, padding included (the shape the networks see)."""
         return int(self.keys.shape[0])
+
+    @property
+    def num_records(self) -> int:
+        """The records of the batch (its rows less its padding)."""
+        return len(self) - self.padding
+
+    @property
+    def weights(self) -> torch.Tensor | None:
+        """``float32 [B]`` on the images' device: 1 for a record, 0 for a padding row;
+        None where there is no padding (every row counts)."""
+        if self.padding == 0:
+            return None
+        out = torch.ones(len(self), device=self.images.device)
+        out[self.num_records:] = 0
+        return out
 
     def without(self, i: int) -> RecordBatch:
         """The same batch without its i-th record (the neighbouring batch)."""
+        if self.padding:
+            raise ValueError("without() is for a batch of records, not a padded one")
         keep = torch.arange(len(self)) != i
         return RecordBatch(images=self.images[keep.to(self.images.device)],
                            labels=self.labels[keep.to(self.labels.device)],
                            keys=self.keys[keep], release=self.release, seed=self.seed)
 
-    def _generators(self, purpose: str) -> list[torch.Generator]:
-        return [secret_generator(derive_secret(self.seed, purpose, self.release, int(k)))
-                for k in self.keys.tolist()]
+    def rows(self, start: int, stop: int) -> RecordBatch:
+        """Records ``start:stop`` of an unpadded batch, with their own draws."""
+        if self.padding:
+            raise ValueError("rows() is for a batch of records, not a padded one")
+        return RecordBatch(images=self.images[start:stop], labels=self.labels[start:stop],
+                           keys=self.keys[start:stop], release=self.release, seed=self.seed)
 
-    def _stack(self, rows: list[torch.Tensor], shape: tuple[int, ...], dtype: torch.dtype
-               ) -> torch.Tensor:
-        out = torch.stack(rows) if rows else torch.zeros(0, *shape, dtype=dtype)
-        return out.to(self.images.device)
+    def padded(self, capacity: int) -> RecordBatch:
+        """This batch followed by ``capacity - len(self)`` padding rows (zero images,
+        label 0, key 0: their draws are computed and weighted out)."""
+        extra = capacity - len(self)
+        if extra < 0 or self.padding:
+            raise ValueError(f"cannot pad a batch of {len(self)} rows to {capacity}")
+        if extra == 0:
+            return self
+        return RecordBatch(
+            images=torch.cat([self.images, self.images.new_zeros(extra, *self.images.shape[1:])]),
+            labels=torch.cat([self.labels, self.labels.new_zeros(extra)]),
+            keys=torch.cat([self.keys, self.keys.new_zeros(extra)]),
+            release=self.release, seed=self.seed, padding=extra)
+
+    def _keys_here(self) -> torch.Tensor:
+        return self.keys.to(self.images.device)
 
     def normal(self, purpose: str, *shape: int) -> torch.Tensor:
         """``[B, *shape]`` standard normal draws, row i a function of record i's key."""
-        return self._stack([torch.randn(shape, generator=g) for g in self._generators(purpose)],
-                           shape, torch.float32)
+        flat = keyed_normal(derive_secret(self.seed, purpose, self.release), self._keys_here(),
+                            math.prod(shape))
+        return flat.reshape(len(self), *shape)
 
     def uniform(self, purpose: str, *shape: int) -> torch.Tensor:
         """``[B, *shape]`` uniform [0, 1) draws, row i a function of record i's key."""
-        return self._stack([torch.rand(shape, generator=g) for g in self._generators(purpose)],
-                           shape, torch.float32)
+        flat = keyed_uniform(derive_secret(self.seed, purpose, self.release), self._keys_here(),
+                            math.prod(shape))
+        return flat.reshape(len(self), *shape)
 
     def randint(self, purpose: str, high: int, *shape: int) -> torch.Tensor:
         """``int64 [B, *shape]`` draws in [0, high), row i a function of record i's key."""
-        return self._stack(
-            [torch.randint(high, shape, generator=g) for g in self._generators(purpose)],
-            shape, torch.int64)
+        flat = keyed_randint(derive_secret(self.seed, purpose, self.release), self._keys_here(),
+                             high, math.prod(shape))
+        return flat.reshape(len(self), *shape)
 
 
 class RecordSampler:

@@ -13,6 +13,7 @@ from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.records import RecordBatch, RecordSampler, derived_seed, record_keys
 from raydp_synth.privacy.sampling import shard_indices
 from raydp_synth.privacy.secret_rng import derive_secret, secret_generator
+from raydp_synth.runtime.fixed_shapes import batch_shapes
 
 __all__ = ["DEVICE_RECORDS_LIMIT", "Auditor", "PreNoiseFunction", "WorkerContext"]
 
@@ -50,6 +51,15 @@ class WorkerContext:
             batches stay hidden, so it is 256 bits drawn from OS entropy by the driver
             (:func:`~raydp_synth.privacy.secret_rng.fresh_secret`) and never written
             anywhere.
+        fixed_shapes: pad each Poisson batch to a capacity of a short ladder
+            (:mod:`~raydp_synth.runtime.fixed_shapes`) before its pre-noise function
+            sees it: the networks see a few shapes in a run (what a compiled or
+            captured step needs). The release is the same; off only to measure it.
+        compile_backend: a ``torch.compile`` backend for the per-record gradients of
+            the methods that compute them with ``torch.func`` (dpwgan, dpgan,
+            PrivImage's critic and denoiser), one graph per batch capacity; None (the
+            default) runs them eagerly. Worth it on a GPU, where the eager step is
+            launch-bound; a compile costs tens of seconds per shape on a CPU.
     """
 
     config: Any
@@ -65,6 +75,8 @@ class WorkerContext:
     dp_seed: int = field(repr=False)  # secret: in no repr, log or traceback
     public: ImageDataset | None = None
     auditor: Auditor | None = None
+    fixed_shapes: bool = True
+    compile_backend: str | None = None
     _records: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(
         default=None, init=False, repr=False)
     _samplers: dict[str, RecordSampler] = field(default_factory=dict, init=False, repr=False)
@@ -126,6 +138,17 @@ class WorkerContext:
         plan's multiplier. ``pre_noise`` must not change the loop's state (it may be
         called more than once: the neighbouring-dataset test calls it on the batch
         and on the batch without each record, before the loop's own call)."""
-        if self.auditor is not None:
+        pre_noise = self._on_fixed_shapes(mechanism, pre_noise)
+        if self.auditor is not None:  # the function that runs: padded, chunked
             self.auditor(mechanism, pre_noise, batch)
         return pre_noise(batch)
+
+    def _on_fixed_shapes(self, mechanism: str, pre_noise: PreNoiseFunction) -> PreNoiseFunction:
+        """``pre_noise`` on the mechanism's batch ladder (a Poisson mechanism, with
+        :attr:`fixed_shapes`); a one-shot release over the whole shard already has one
+        shape."""
+        q = self.plan.mechanism(mechanism).sample_rate
+        if not self.fixed_shapes or q is None:
+            return pre_noise
+        shard = len(self.sampler(mechanism).shard)
+        return batch_shapes(max(1.0, q * shard), q).wrap(pre_noise)

@@ -124,6 +124,8 @@ class TrainRequest:
             torch hub cache's, if there).
         synthetic_samples: rows of the release's ``synthetic.parquet`` (the
             user's choice; never n).
+        compile_step: the loop's per-record gradients compiled (``--compile-step``:
+            :attr:`~raydp_synth.runtime.context.WorkerContext.compile_backend`).
     """
 
     method: str
@@ -145,6 +147,7 @@ class TrainRequest:
     synthetic_samples: int = DEFAULT_SYNTHETIC_SAMPLES
     curve_checkpoints: int | None = None
     fid_weights: Path | None = None
+    compile_step: bool = False
 
     def __post_init__(self) -> None:
         validate_score_settings(self.score_share, self.score_classifier)
@@ -197,7 +200,7 @@ def _owner_only_files() -> Iterator[None]:
 
 def _payload(*, method: str, config: Any, data: DataInfo, plan: PrivacyPlan, dataset: str,
              data_seed: int, public: str | None, use_gpu: bool,
-             cpus_per_worker: float) -> dict[str, Any]:
+             cpus_per_worker: float, compile_step: bool = False) -> dict[str, Any]:
     """What a worker gets: public quantities only (never the secret ``dp_seed``)."""
     return {
         "method": method,
@@ -209,6 +212,7 @@ def _payload(*, method: str, config: Any, data: DataInfo, plan: PrivacyPlan, dat
         "public": public,
         "use_gpu": use_gpu,
         "threads_per_worker": threads_for(cpus_per_worker),
+        "compile_backend": "inductor" if compile_step else None,
     }
 
 
@@ -238,6 +242,7 @@ def fit_on_ray_train(
     stamps: dict[str, float] | None = None,
     train_subset: Any = None,
     source_records: int | None = None,
+    compile_step: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, float]]]:
     """Run a method's DP loop as a Ray Train ``TorchTrainer``; return the final
     checkpoint's state and the metrics history.
@@ -258,7 +263,7 @@ def fit_on_ray_train(
 
     payload = _payload(method=method, config=config, data=data, plan=plan, dataset=dataset,
                        data_seed=data_seed, public=public, use_gpu=use_gpu,
-                       cpus_per_worker=cpus_per_worker)
+                       cpus_per_worker=cpus_per_worker, compile_step=compile_step)
     # A reference, not the value: the secret never enters a persisted config.
     payload["dp_seed_ref"] = ray.put(dp_seed)
     if train_subset is not None:  # subsampled tuning's secret subset: also a reference
@@ -341,6 +346,7 @@ def fit_in_process(
     stamps: dict[str, float] | None = None,
     train_subset: Any = None,
     source_records: int | None = None,
+    compile_step: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, float]]]:
     """Run a method's DP loop as a single worker **in this process** (a 1-worker
     Tune trial: no second Ray Train worker group, placement group or process
@@ -356,7 +362,7 @@ def fit_in_process(
     """
     payload = _payload(method=method, config=config, data=data, plan=plan, dataset=dataset,
                        data_seed=data_seed, public=public, use_gpu=use_gpu,
-                       cpus_per_worker=cpus_per_worker)
+                       cpus_per_worker=cpus_per_worker, compile_step=compile_step)
     folder = storage / name
     folder.mkdir(parents=True, exist_ok=True)
     sink = LocalCheckpoints(folder, forward)
@@ -476,7 +482,7 @@ def _run_training(request: TrainRequest) -> RunResult:
             use_gpu=request.use_gpu,
             cpus_per_worker=worker_cpu_share(total_cpus=total_cpus, largest_node=largest_node_cpus(),
                                              workers=request.workers),
-            storage=out / "ray", name="train",
+            storage=out / "ray", name="train", compile_step=request.compile_step,
         )
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
         generator = TrainedGenerator.build(

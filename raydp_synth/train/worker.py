@@ -152,6 +152,7 @@ def run_worker_loop(payload: Mapping[str, Any], *, rank: int, world_size: int,
         log=_LOG.info if rank == 0 else (lambda line: None),
         dp_seed=dp_seed,
         public=public,
+        compile_backend=payload.get("compile_backend"),
     )
     if stamps is not None:
         stamps["loop_start"] = time.time()

@@ -125,6 +125,7 @@ class StudyRequest:
         tune_share: ``--selection subsampled``: the tuning phase's own epsilon as a
             fraction of ``epsilon`` (``--tune-share``); the final run gets the rest
             (:mod:`raydp_synth.tune.subsampled_search`).
+        compile_step: each trial's per-record gradients compiled (``--compile-step``).
     """
 
     method: str
@@ -158,6 +159,7 @@ class StudyRequest:
     tune_on_public: str | None = None
     tune_fraction: float = DEFAULT_TUNE_FRACTION
     tune_share: float = DEFAULT_TUNE_SHARE
+    compile_step: bool = False
 
     def __post_init__(self) -> None:
         from raydp_synth.evaluation.selection import validate_score_settings
@@ -796,7 +798,7 @@ def _study_settings(request: StudyRequest, prepared: _PreparedStudy, *,
         gpus_per_worker=gpus_per_worker or 1.0, cpus_per_worker=cpus_per_worker,
         score_share=prepared.score_share,
         score_classifier=request.score_classifier, public_validation=request.public_validation,
-        trial_loop=request.trial_loop,
+        trial_loop=request.trial_loop, compile_step=request.compile_step,
         tune_fraction=request.tune_fraction if prepared.tuning_rdp is not None else None,
         tuning_rdp=prepared.tuning_rdp, planned=planned,
         restarts=request.restarts,

@@ -123,6 +123,7 @@ class StudySettings:
         planned: a compose trial's plan the driver already computed, or None.
         restarts: ``--default-share 1`` (every trial the default configuration): each
             trial draws its own public seed (:meth:`trial_seed`).
+        compile_step: each trial's per-record gradients compiled (``--compile-step``).
     """
 
     study_name: str
@@ -150,6 +151,7 @@ class StudySettings:
     tuning_rdp: tuple[float, ...] | None = None
     planned: PlannedTrial | None = None
     restarts: bool = False
+    compile_step: bool = False
 
     @property
     def held_to_reference(self) -> bool:

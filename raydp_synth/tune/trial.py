@@ -281,7 +281,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
         "dataset": study.dataset, "data_seed": study.seed, "dp_seed": dp_seed,
         "public": study.public, "use_gpu": study.use_gpu,
         "cpus_per_worker": study.cpus_per_worker, "storage": trial_dir, "name": "train",
-        "stamps": stamps,
+        "stamps": stamps, "compile_step": study.compile_step,
     }
     if on_subset:  # the secret indices, in memory / the object store only
         common.update(train_subset=tuning_subset.train, source_records=tuning_subset.num_train)

@@ -27,8 +27,10 @@ def shared_plan(method: Any, config: Any, info: Any, *, target_epsilon: float = 
 
 def run_loop(method: Any, config: Any, plan: Any, info: Any, train: Any,
              public: Any = None, *, auditor: Any = None, dp_seed: int = 1,
+             compile_backend: str | None = None, contexts: list[WorkerContext] | None = None,
              ) -> tuple[list[dict[str, float]], list[dict[str, Any]]]:
-    """``(reports, checkpoint states)`` of ``method.train`` on one CPU worker."""
+    """``(reports, checkpoint states)`` of ``method.train`` on one CPU worker (the
+    context it made appended to ``contexts``, where given, before the loop starts)."""
     reports: list[dict[str, float]] = []
     states: list[dict[str, Any]] = []
 
@@ -40,6 +42,8 @@ def run_loop(method: Any, config: Any, plan: Any, info: Any, train: Any,
     ctx = WorkerContext(config=config, plan=plan, data=info, train=train, rank=0, world_size=1,
                         device=torch.device("cpu"), noise_generator=torch.Generator().manual_seed(0),
                         report=report, log=lambda line: None, dp_seed=dp_seed, public=public,
-                        auditor=auditor)
+                        auditor=auditor, compile_backend=compile_backend)
+    if contexts is not None:
+        contexts.append(ctx)
     method.train(ctx)
     return reports, states

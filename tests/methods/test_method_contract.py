@@ -42,6 +42,7 @@ from raydp_synth.data.digits import load_digits_raw
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method, method_names
 from raydp_synth.privacy.records import RecordBatch
+from raydp_synth.runtime.fixed_shapes import BatchShapes
 from tests.methods.loop_run import run_loop, shared_plan
 
 # Extra configurations whose mechanisms compute differently (each gets the test too).
@@ -181,6 +182,8 @@ class NeighbourAuditor:
         full = pre_noise(batch)
         # The pre-noise function leaves the loop's state as it was: the same again.
         assert torch.equal(full, pre_noise(batch)), f"{mechanism}: pre-noise function has side effects"
+        check_fixed_shapes(mechanism, pre_noise, batch, full,
+                           poisson=self.plan.mechanism(mechanism).sample_rate is not None)
         worst = 0.0
         for i in range(len(batch)):
             worst = max(worst, (full - pre_noise(batch.without(i))).norm().item())
@@ -193,6 +196,24 @@ class NeighbourAuditor:
         assert torch.count_nonzero(pre_noise(empty)) == 0, f"{mechanism}: an empty batch adds"
         if len(batch):
             self.worst.setdefault(mechanism, []).append(worst)
+
+
+def check_fixed_shapes(mechanism: str, pre_noise: Any, batch: RecordBatch,
+                       full: torch.Tensor, *, poisson: bool) -> None:
+    """The loop's function is the padded one (a Poisson mechanism), and padding and
+    chunking change its sum by float rounding only: the function the loop wrapped, on
+    the batch as it came, and on chunks of at most 8 rows (so that chunking runs)."""
+    inner = getattr(pre_noise, "__wrapped__", None)
+    assert (inner is not None) == poisson, f"{mechanism}: a Poisson batch runs padded, only it"
+    if inner is None:  # a one-shot release over the whole shard: one shape already
+        return
+    scale = max(1.0, full.abs().max().item())
+    unpadded = inner(batch)
+    chunked = BatchShapes(granule=4, top=8).wrap(inner)(batch)
+    for name, other in (("unpadded", unpadded), ("chunked", chunked)):
+        assert other.shape == full.shape
+        gap = (other - full).abs().max().item()
+        assert gap <= 1e-5 * scale, f"{mechanism}: the padded sum and the {name} one differ by {gap}"
 
 
 @dataclasses.dataclass(frozen=True)

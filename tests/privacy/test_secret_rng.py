@@ -209,6 +209,12 @@ NONCES = {"secrets.token_hex", "secrets.token_urlsafe"}
 SECRET_NAMES = ("dp_seed", "secret", "draw_seed")
 #: What a ``secret_generator`` call may be handed: a fresh or derived 256-bit secret.
 SECRET_MAKERS = {"derive_secret", "fresh_secret"}
+#: Calls whose first argument is a secret: a generator's, or the key of per-record draws.
+SECRET_KEYED = {"raydp_synth.privacy.secret_rng.secret_generator",
+                *(f"raydp_synth.privacy.keyed_draws.keyed_{law}"
+                  for law in ("normal", "uniform", "randint"))}
+#: The modules that turn a secret into draws (their own calls are the mechanism).
+SECRET_MODULES = {"privacy/secret_rng.py", "privacy/keyed_draws.py"}
 
 #: (module, enclosing function) -> (how many source calls it makes, why they may be
 #: public). A site not here, or a listed site with another count, fails the test: a
@@ -309,7 +315,7 @@ def _kind(call: ast.Call, aliases: dict[str, str]) -> str:
         return ""
     if name in SOURCE_CALLS or name.startswith("secrets."):
         return "source"
-    if name == "raydp_synth.privacy.secret_rng.secret_generator":
+    if name in SECRET_KEYED:
         return "secret"
     if name in GLOBAL_LAYERS:
         return "layer"
@@ -330,17 +336,21 @@ def _arguments(call: str) -> str:
 
 
 def test_every_secret_source_is_made_by_secret_rng() -> None:
-    """Static check (import aliases resolved): outside ``privacy/secret_rng.py``,
+    """Static check (import aliases resolved): outside ``privacy/secret_rng.py`` and
+    ``privacy/keyed_draws.py``,
     * a random source is made or seeded only at a listed public site, as many times as
       listed, never from a secret name;
-    * ``secret_generator`` is handed only ``derive_secret(...)`` or ``fresh_secret()``;
+    * ``secret_generator`` and the per-record draws (``keyed_*``) are handed only
+      ``derive_secret(...)`` or ``fresh_secret()``;
     * nothing draws from a global generator (torch's, numpy's, Python's), and no layer
       does (dropout)."""
     sites = _source_sites()
     assert any(rel == "privacy/secret_rng.py" for rel, *_ in sites)  # the scan sees sources
+    # ... and the per-record draws' keys (three laws in RecordBatch)
+    assert sum(rel == "privacy/records.py" and kind == "secret" for rel, _, kind, _ in sites) == 3
     offenders, counts = [], {}
     for rel, where, kind, call in sites:
-        if rel == "privacy/secret_rng.py":
+        if rel in SECRET_MODULES:
             continue
         if kind == "secret":
             arg = ast.parse(call).body[0].value.args[0]  # type: ignore[attr-defined]
@@ -387,6 +397,8 @@ def test_the_public_list_has_no_dead_entries() -> None:
     "from raydp_synth.privacy.secret_rng import secret_generator\n"
     "from raydp_synth.privacy.records import derived_seed\ng = secret_generator(derived_seed(1))",
     "import raydp_synth.privacy.secret_rng as s\ng = s.secret_generator(12345)",
+    "from raydp_synth.privacy.keyed_draws import keyed_normal\nz = keyed_normal(12345, k, 3)",
+    "import raydp_synth.privacy.keyed_draws as kd\nz = kd.keyed_randint(seed, k, 10, 3)",
 ])
 def test_the_static_check_sees_the_bypasses(snippet: str) -> None:
     """Each way around ``secret_rng`` that an auditor tried is caught by the scan."""

@@ -154,12 +154,15 @@ def adaptive_groups(public_per_record: torch.Tensor, unit_of: torch.Tensor, num_
     return ClipGroups(group_of_unit[unit_of], bounds)
 
 
-def grouped_clipped_sum(per_record: torch.Tensor, groups: ClipGroups) -> torch.Tensor:
+def grouped_clipped_sum(per_record: torch.Tensor, groups: ClipGroups, *,
+                        weights: torch.Tensor | None = None) -> torch.Tensor:
     """``sum_i concat_j clip_{C_j}(g_ij) / C_j``: each record contributes at most
     sqrt(k) in L2 (at most 1 per group), the sensitivity of the release.
 
     Args:
         per_record: ``[B, D]`` flattened per-record gradients.
+        weights: ``[B]``, 1 for a record, 0 for a padding row (which then adds
+            exactly zero); None: every row is a record.
     """
     if per_record.shape[0] == 0:
         return torch.zeros(per_record.shape[1], device=per_record.device)
@@ -172,6 +175,8 @@ def grouped_clipped_sum(per_record: torch.Tensor, groups: ClipGroups) -> torch.T
     bounds = groups.bounds.to(per_record).clamp(min=_MIN_BOUND)
     # clip_C(g) / C = g / max(C, |g|): at most 1 in norm per group.
     scale = 1.0 / torch.maximum(squares.sqrt(), bounds)
+    if weights is not None:
+        scale = scale * weights.to(scale)[:, None]
     # Column d of record i is scaled by record i's factor of d's group.
     return (scale.T @ per_record).gather(0, group_of[None])[0]
 

@@ -186,7 +186,7 @@ def prepare(ctx: WorkerContext) -> DPGANModels:
 
 
 def critic_pre_noise(models: DPGANModels, config: DPGANConfig, groups: ClipGroups,
-                     batch: RecordBatch) -> torch.Tensor:
+                     batch: RecordBatch, *, compile_backend: str | None = None) -> torch.Tensor:
     """The critic mechanism's pre-noise sum: ``sum_i concat_j clip_{C_j}(g_ij) / C_j``.
 
     ``g_i`` is the gradient of record i's pair (its own secret draws, G in eval
@@ -195,8 +195,10 @@ def critic_pre_noise(models: DPGANModels, config: DPGANConfig, groups: ClipGroup
     critic (post-processing), fixed before the batch is read.
     """
     grads = pair_record_grads(models.critic, models.gen, batch, model_labels(config, batch.labels),
-                              latent_dim=config.latent_dim, gp_weight=config.gp_weight)
-    return grouped_clipped_sum(torch.cat([g.flatten(1) for g in grads], dim=1), groups)
+                              latent_dim=config.latent_dim, gp_weight=config.gp_weight,
+                              compile_backend=compile_backend)
+    return grouped_clipped_sum(torch.cat([g.flatten(1) for g in grads], dim=1), groups,
+                               weights=batch.weights)
 
 
 def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = None,
@@ -226,7 +228,8 @@ def run_dpgan(ctx: WorkerContext, *, spent_before: Mapping[str, int] | None = No
                           rng=fake_gen, device=ctx.device, batch_size=fakes_local)
 
         def pre_noise(batch: RecordBatch, groups: ClipGroups = groups) -> torch.Tensor:
-            return critic_pre_noise(models, cfg, groups, batch)
+            return critic_pre_noise(models, cfg, groups, batch,
+                                    compile_backend=ctx.compile_backend)
 
         dp_sgd_step(ctx, CRITIC, pre_noise, list(critic.parameters()), models.opt_d,
                     post=groups.rescale)

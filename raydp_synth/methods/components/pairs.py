@@ -45,6 +45,7 @@ def critic_record_grads(
     mix: torch.Tensor,
     *,
     gp_weight: float,
+    compile_backend: str | None = None,
 ) -> list[torch.Tensor]:
     """Per-record gradients ``[B, *p.shape]`` of ``D(f_i) - D(x_i) + lambda * GP_i``.
 
@@ -54,6 +55,8 @@ def critic_record_grads(
         partners: one synthetic image per record (of the record's label).
         mix: one interpolation coefficient in [0, 1] per record (data-independent).
         gp_weight: lambda.
+        compile_backend: run the per-record gradients compiled with this
+            ``torch.compile`` backend (:func:`~raydp_synth.privacy.dp_sgd.functional_record_grads`).
     """
 
     def record_loss(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
@@ -73,7 +76,8 @@ def critic_record_grads(
     if not isinstance(num_classes, int):
         raise TypeError(f"the critic {type(critic).__name__} declares no integer num_classes")
     onehot = torch.nn.functional.one_hot(labels, num_classes).to(real.dtype)
-    return functional_record_grads(critic, record_loss, real, onehot, partners, mix)
+    return functional_record_grads(critic, record_loss, real, onehot, partners, mix,
+                                   compile_backend=compile_backend)
 
 
 def synthetic_partners(generator: nn.Module, latents: torch.Tensor, labels: torch.Tensor
@@ -92,8 +96,8 @@ def synthetic_partners(generator: nn.Module, latents: torch.Tensor, labels: torc
 
 
 def pair_record_grads(critic: nn.Module, generator: nn.Module, batch: RecordBatch,
-                      labels: torch.Tensor, *, latent_dim: int, gp_weight: float
-                      ) -> list[torch.Tensor]:
+                      labels: torch.Tensor, *, latent_dim: int, gp_weight: float,
+                      compile_backend: str | None = None) -> list[torch.Tensor]:
     """Per-record gradients of the pairs (record, synthetic partner) of ``batch``.
 
     Record i's partner latent and mixing coefficient are its own secret draws
@@ -104,4 +108,5 @@ def pair_record_grads(critic: nn.Module, generator: nn.Module, batch: RecordBatc
     """
     partners = synthetic_partners(generator, batch.normal("partner", latent_dim), labels)
     return critic_record_grads(critic, batch.images, labels, partners,
-                               batch.uniform("mix", 1, 1, 1), gp_weight=gp_weight)
+                               batch.uniform("mix", 1, 1, 1), gp_weight=gp_weight,
+                               compile_backend=compile_backend)

@@ -65,7 +65,8 @@ def conv2_record_grads(
 
 
 def feature_sum(
-    parts: DiscriminatorParts, images: torch.Tensor, labels: torch.Tensor, *, by_class: bool = False
+    parts: DiscriminatorParts, images: torch.Tensor, labels: torch.Tensor, *, by_class: bool = False,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """AGG: the sum over the batch of the records' SIN features.
 
@@ -73,7 +74,8 @@ def feature_sum(
     Each record contributes at most ``sqrt(m) * p`` in L2 norm (SIN) to exactly one
     block (its own label's), so either way adding or removing a record moves the
     released tensor by at most ``sqrt(m) * p``: the sensitivity DPAGG's noise is
-    scaled to, and the same Gaussian event.
+    scaled to, and the same Gaussian event. ``weights`` (1 a record, 0 a padding
+    row) multiply each row's features: a padding row adds exactly zero.
     """
     arch = parts.arch
     p = arch.agg_map_size
@@ -81,6 +83,8 @@ def feature_sum(
     if len(labels) == 0:
         return torch.zeros(shape, device=images.device)
     feats = parts.features(images, labels)
+    if weights is not None:
+        feats = feats * weights.to(feats).view(-1, *([1] * (feats.dim() - 1)))
     if not by_class:
         return feats.sum(dim=0)
     return torch.zeros(shape, device=feats.device, dtype=feats.dtype).index_add_(0, labels, feats)
@@ -115,7 +119,8 @@ def classifier_pre_noise(classifier: GradSampleModule, batch: RecordBatch, *, cl
     cross-entropy gradients (record i's term from record i alone: sensitivity C)."""
     return clipped_sum(classifier_record_grads(classifier, batch.images, batch.labels),
                        max_grad_norm=clip, topk_fraction=topk_fraction,
-                       shapes=[p.shape for p in classifier.parameters() if p.requires_grad])
+                       shapes=[p.shape for p in classifier.parameters() if p.requires_grad],
+                       weights=batch.weights)
 
 
 def conv2_pre_noise(conv2: GradSampleModule, parts: DiscriminatorParts, direction: torch.Tensor,
@@ -129,11 +134,12 @@ def conv2_pre_noise(conv2: GradSampleModule, parts: DiscriminatorParts, directio
     finally:
         conv2.disable_hooks()
     return clipped_sum(grads, max_grad_norm=clip, topk_fraction=topk_fraction,
-                       shapes=[p.shape for p in conv2.parameters()])
+                       shapes=[p.shape for p in conv2.parameters()], weights=batch.weights)
 
 
 def dpagg_pre_noise(parts: DiscriminatorParts, batch: RecordBatch, *, by_class: bool
                     ) -> torch.Tensor:
     """DPAGG's pre-noise sum: the records' SIN feature sum(s) (sensitivity sqrt(m) p)."""
     with torch.no_grad():
-        return feature_sum(parts, batch.images, batch.labels, by_class=by_class)
+        return feature_sum(parts, batch.images, batch.labels, by_class=by_class,
+                           weights=batch.weights)

@@ -45,7 +45,7 @@ METRIC_ALLOWLIST = frozenset({"epoch", "step", "epsilon_spent", "g_loss", "d_fak
 
 
 def critic_pre_noise(critic: Critic, gen: Generator, config: DPWGANConfig,
-                     batch: RecordBatch) -> torch.Tensor:
+                     batch: RecordBatch, *, compile_backend: str | None = None) -> torch.Tensor:
     """The critic mechanism's pre-noise sum: ``sum_i clip_C(grad of pair i)``.
 
     Record i's pair uses its own secret draws and G in eval mode
@@ -53,9 +53,9 @@ def critic_pre_noise(critic: Critic, gen: Generator, config: DPWGANConfig,
     clipped term depends on record i alone: sensitivity C.
     """
     grads = pair_record_grads(critic, gen, batch, batch.labels, latent_dim=config.latent_dim,
-                              gp_weight=config.gp_weight)
+                              gp_weight=config.gp_weight, compile_backend=compile_backend)
     return clipped_sum(grads, max_grad_norm=config.clip,
-                       shapes=[p.shape for p in critic.parameters()])
+                       shapes=[p.shape for p in critic.parameters()], weights=batch.weights)
 
 
 def run_dpwgan(ctx: WorkerContext) -> None:
@@ -75,7 +75,7 @@ def run_dpwgan(ctx: WorkerContext) -> None:
     reporter = EpochReporter(ctx, tag="dpwgan", networks={"generator": gen, "critic": critic})
 
     def pre_noise(batch: RecordBatch) -> torch.Tensor:
-        return critic_pre_noise(critic, gen, cfg, batch)
+        return critic_pre_noise(critic, gen, cfg, batch, compile_backend=ctx.compile_backend)
 
     for step in range(1, mech.num_steps + 1):
         # G's BatchNorm statistics for the partners: a synthetic batch (public draws).

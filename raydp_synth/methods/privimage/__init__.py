@@ -66,8 +66,9 @@ def semantic_query_pre_noise(query: SemanticQuery, config: Any, num_classes: int
     """The semantic query's pre-noise sum: the histogram (flattened, every class
     row) of the records' top-k1 semantics. Record i adds k1 ones to its own class's
     row, computed from record i and the public query alone: sensitivity sqrt(k1)."""
-    top = query.top_k(batch.images.cpu().numpy(), config.k1)
-    return semantic_histogram(top, batch.labels.cpu().numpy(), num_semantics=query.num_semantics,
+    n = batch.num_records  # the records (a padded batch's padding rows are left out)
+    top = query.top_k(batch.images[:n].cpu().numpy(), config.k1)
+    return semantic_histogram(top, batch.labels[:n].cpu().numpy(), num_semantics=query.num_semantics,
                               num_classes=num_classes, conditional=config.conditional).flatten()
 
 

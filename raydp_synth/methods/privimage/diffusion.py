@@ -98,8 +98,8 @@ def denoising_loss(model: nn.Module, schedule: DDPMSchedule, x: torch.Tensor, y:
 
 
 def denoiser_record_grads(model: nn.Module, schedule: DDPMSchedule, images: torch.Tensor,
-                          labels: torch.Tensor, t: torch.Tensor, noise: torch.Tensor
-                          ) -> list[torch.Tensor]:
+                          labels: torch.Tensor, t: torch.Tensor, noise: torch.Tensor, *,
+                          compile_backend: str | None = None) -> list[torch.Tensor]:
     """Per-record gradients ``[B, *p.shape]`` of record i's loss averaged over its own
     m draws (``t [B, m]``, ``noise [B, m, C, H, W]``, drawn independently of the data)."""
 
@@ -110,7 +110,8 @@ def denoiser_record_grads(model: nn.Module, schedule: DDPMSchedule, images: torc
         pred = functional_call(model, p, (schedule.noised(xs, ts, eps), ts, ys))
         return ((pred - eps) ** 2).mean()
 
-    return functional_record_grads(model, record_loss, images, labels, t, noise)
+    return functional_record_grads(model, record_loss, images, labels, t, noise,
+                                   compile_backend=compile_backend)
 
 
 @torch.no_grad()

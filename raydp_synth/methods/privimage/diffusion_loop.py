@@ -58,7 +58,7 @@ def _labels(config: PrivImageDConfig, labels: torch.Tensor) -> torch.Tensor:
 
 
 def denoiser_pre_noise(model: UNet, schedule: DDPMSchedule, config: PrivImageDConfig,
-                       batch: RecordBatch) -> torch.Tensor:
+                       batch: RecordBatch, *, compile_backend: str | None = None) -> torch.Tensor:
     """The denoiser mechanism's pre-noise sum: ``sum_i clip_C(g_i)``, ``g_i`` the
     gradient of record i's denoising loss averaged over its m (timestep, noise)
     draws. The draws are record i's own (:meth:`RecordBatch.randint`,
@@ -69,9 +69,9 @@ def denoiser_pre_noise(model: UNet, schedule: DDPMSchedule, config: PrivImageDCo
     t = batch.randint("timestep", config.diffusion_steps, m)
     noise = batch.normal("noise", m, *batch.images.shape[1:])
     grads = denoiser_record_grads(model, schedule, batch.images, _labels(config, batch.labels),
-                                  t, noise)
+                                  t, noise, compile_backend=compile_backend)
     return clipped_sum(grads, max_grad_norm=config.clip,
-                       shapes=[p.shape for p in model.parameters()])
+                       shapes=[p.shape for p in model.parameters()], weights=batch.weights)
 
 
 def pretrain(model: UNet, opt: torch.optim.Optimizer, schedule: DDPMSchedule,
@@ -118,7 +118,7 @@ def run_privimage_d(ctx: WorkerContext, selected: ImageDataset, *,
                              steps=spent_before)
 
     def pre_noise(batch: RecordBatch) -> torch.Tensor:
-        return denoiser_pre_noise(model, schedule, cfg, batch)
+        return denoiser_pre_noise(model, schedule, cfg, batch, compile_backend=ctx.compile_backend)
 
     for _ in range(mech.num_steps):
         dp_sgd_step(ctx, DENOISER, pre_noise, params, opt)
