@@ -15,17 +15,34 @@ import math
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from raydp_synth.errors import ConfigError
 
 __all__ = [
+    "HYPERPARAMETER_KINDS",
+    "SENSITIVE_BATCH",
     "MethodConfig",
     "config_from_mapping",
     "config_to_dict",
     "require_betas",
     "require_positive",
 ]
+
+
+#: A hyperparameter's kind: what it is to the privacy plan, which decides how it moves
+#: between a tuning subset and the full data (``raydp_synth.tune.extrapolation``:
+#: a sensitive batch scales with the data, every other kind is kept).
+SENSITIVE_BATCH = "sensitive batch"
+EPOCHS = "epochs"
+BUDGET_WEIGHTS = "noise / budget weights"
+LEARNING_RATE = "learning rate"
+CLIP_NORM = "clip norm"
+SCHEDULE = "schedule"
+ARCHITECTURE = "architecture"
+PUBLIC_DATA = "public data"
+HYPERPARAMETER_KINDS = (SENSITIVE_BATCH, EPOCHS, BUDGET_WEIGHTS, LEARNING_RATE, CLIP_NORM,
+                        SCHEDULE, ARCHITECTURE, PUBLIC_DATA)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -39,8 +56,22 @@ class MethodConfig:
             per-record draws and noise use the run's secret seed, never this one.
     """
 
+    #: The kind of each field this class adds (one of :data:`HYPERPARAMETER_KINDS`); a
+    #: config's kinds are its classes' together (:meth:`hyperparameter_kinds`). A field
+    #: without a kind is refused by the tests and by subsampled tuning.
+    KINDS: ClassVar[Mapping[str, str]] = {"image_size": ARCHITECTURE, "seed": PUBLIC_DATA}
+
     image_size: int
     seed: int = 0
+
+    @classmethod
+    def hyperparameter_kinds(cls) -> dict[str, str]:
+        """Every field's kind, from the ``KINDS`` of this class and its bases (a
+        subclass may redeclare a field's kind)."""
+        kinds: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            kinds.update(vars(klass).get("KINDS", {}))
+        return kinds
 
 
 def _coerce(name: str, value: Any, annotation: Any) -> Any:

@@ -29,8 +29,11 @@ hyperparameter (docs/budget-pricing.md has the table):
   steps), losses and priors, everything on public data (its batch sizes and
   iteration counts: public data is not subsampled), seeds.
 
-A key with no rule is refused (:class:`~raydp_synth.errors.ConfigError`): a new
-hyperparameter must be classified before subsampled tuning carries it.
+Each method declares the kind of each of its config fields beside the field (the
+config class's ``KINDS``; :meth:`~raydp_synth.config.MethodConfig.hyperparameter_kinds`),
+and the rule follows from the kind. A key with no kind is refused
+(:class:`~raydp_synth.errors.ConfigError`): a new hyperparameter must be classified
+before subsampled tuning carries it.
 
 Trials must size their plans with the public subset size :func:`subset_size`, never
 with ``len(X1)``: the realised size is data-dependent, and a rate computed from it
@@ -45,7 +48,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from raydp_synth.config import HYPERPARAMETER_KINDS, SENSITIVE_BATCH, config_to_dict
 from raydp_synth.errors import ConfigError
+from raydp_synth.methods.registry import get_method, method_names
 
 if TYPE_CHECKING:
     from raydp_synth.data.info import DataInfo
@@ -53,8 +58,9 @@ if TYPE_CHECKING:
 __all__ = [
     "subset_config",
     "subset_data",
-    "RULES",
     "Rule",
+    "rule_of_kind",
+    "rules",
     "subset_size",
     "to_full_data",
     "to_tuning_subset",
@@ -70,66 +76,27 @@ class Rule(enum.Enum):
     KEEP = "keep"
 
 
-#: Every configuration key of every method, and its rule with its kind (the kind is
-#: the row of the table in docs/budget-pricing.md).
-RULES: Mapping[str, tuple[Rule, str]] = {
-    # sensitive batch sizes
-    "batch_size": (Rule.SCALE_WITH_DATA, "sensitive batch"),
-    "classifier_batch_size": (Rule.SCALE_WITH_DATA, "sensitive batch"),
-    # training length (expected passes)
-    "epochs": (Rule.KEEP, "epochs"),
-    "classifier_epochs": (Rule.KEEP, "epochs"),
-    # noise: budget weights (the noise multiplier is calibrated per run)
-    "budget_split": (Rule.KEEP, "noise / budget weights"),
-    "query_share": (Rule.KEEP, "noise / budget weights"),
-    "noise_multiplier": (Rule.KEEP, "noise / budget weights"),
-    # learning rates (Adam)
-    "lr": (Rule.KEEP, "learning rate"),
-    "lr_d": (Rule.KEEP, "learning rate"),
-    "lr_g": (Rule.KEEP, "learning rate"),
-    "lr_classifier": (Rule.KEEP, "learning rate"),
-    "lr_conv2": (Rule.KEEP, "learning rate"),
-    "beta1": (Rule.KEEP, "learning rate"),
-    "beta2": (Rule.KEEP, "learning rate"),
-    # clipping
-    "clip": (Rule.KEEP, "clip norm"),
-    "clip_classifier": (Rule.KEEP, "clip norm"),
-    "clip_conv2": (Rule.KEEP, "clip norm"),
-    "bias_clip": (Rule.KEEP, "clip norm"),
-    "adaptive_clip": (Rule.KEEP, "clip norm"),
-    "groups": (Rule.KEEP, "clip norm"),
-    "topk_fraction": (Rule.KEEP, "clip norm"),
-    # the schedule of DP releases within a step (rates kept, so ratios kept)
-    "mu": (Rule.KEEP, "schedule"),
-    "n_critic": (Rule.KEEP, "schedule"),
-    "g_steps": (Rule.KEEP, "schedule"),
-    "multiplicity": (Rule.KEEP, "schedule"),
-    # semantic query of PrivImage (which public semantics to select)
-    "k1": (Rule.KEEP, "schedule"),
-    "k2": (Rule.KEEP, "schedule"),
-    # architecture, losses, priors
-    "image_size": (Rule.KEEP, "architecture"),
-    "layer_split": (Rule.KEEP, "architecture"),
-    "base_width": (Rule.KEEP, "architecture"),
-    "g_base_width": (Rule.KEEP, "architecture"),
-    "latent_dim": (Rule.KEEP, "architecture"),
-    "capacity": (Rule.KEEP, "architecture"),
-    "width": (Rule.KEEP, "architecture"),
-    "aggregation": (Rule.KEEP, "architecture"),
-    "generator_loss": (Rule.KEEP, "architecture"),
-    "g_smoothness": (Rule.KEEP, "architecture"),
-    "gp_weight": (Rule.KEEP, "architecture"),
-    "conditional": (Rule.KEEP, "architecture"),
-    "diffusion_steps": (Rule.KEEP, "architecture"),
-    "sample_steps": (Rule.KEEP, "architecture"),
-    # public data and seeds
-    "public_batch_size": (Rule.KEEP, "public data"),
-    "pretrain_iters": (Rule.KEEP, "public data"),
-    "pretrain_lr": (Rule.KEEP, "public data"),
-    "warm_start_iters": (Rule.KEEP, "public data"),
-    "strict_selection": (Rule.KEEP, "public data"),
-    "seed": (Rule.KEEP, "public data"),
-}
+def rule_of_kind(kind: str) -> Rule:
+    """A sensitive batch scales with the data; every other kind is kept."""
+    if kind not in HYPERPARAMETER_KINDS:
+        raise ValueError(f"unknown hyperparameter kind {kind!r}")
+    return Rule.SCALE_WITH_DATA if kind == SENSITIVE_BATCH else Rule.KEEP
+
+
+def rules() -> dict[str, tuple[Rule, str]]:
+    """Every configuration key of every registered method, with its rule and its kind
+    (the kind is the row of the table in docs/budget-pricing.md). The kinds are the
+    methods' own, declared beside each config field
+    (:meth:`~raydp_synth.config.MethodConfig.hyperparameter_kinds`); a key two methods
+    classify differently is an error here, not a silent choice."""
+    out: dict[str, tuple[Rule, str]] = {}
+    for name in method_names():
+        for key, kind in get_method(name).config_class.hyperparameter_kinds().items():
+            if key in out and out[key][1] != kind:
+                raise ValueError(f"{name} calls {key!r} a {kind!r}; another method, a "
+                                 f"{out[key][1]!r}: a key has one kind")
+            out[key] = (rule_of_kind(kind), kind)
+    return out
 
 
 def _check_fraction(fraction: float) -> float:
@@ -149,13 +116,13 @@ def subset_size(num_records: int, fraction: float) -> int:
     return max(1, round(fraction * num_records))
 
 
-def _rule(key: str) -> Rule:
+def _rule(key: str, table: Mapping[str, tuple[Rule, str]]) -> Rule:
     try:
-        return RULES[key][0]
+        return table[key][0]
     except KeyError:
         raise ConfigError(
-            f"no extrapolation rule for the hyperparameter {key!r}: classify it in "
-            "raydp_synth/tune/extrapolation.py (RULES) before tuning it on a subset"
+            f"no extrapolation rule for the hyperparameter {key!r}: give its config field a "
+            "kind (the config class's KINDS) before tuning it on a subset"
         ) from None
 
 
@@ -177,8 +144,9 @@ def to_tuning_subset(config: Mapping[str, Any], fraction: float) -> dict[str, An
         ConfigError: a fraction outside (0, 1], or a key with no rule.
     """
     fraction = _check_fraction(fraction)
+    table = rules()
     return {
-        key: _scale(key, value, fraction) if _rule(key) is Rule.SCALE_WITH_DATA else value
+        key: _scale(key, value, fraction) if _rule(key, table) is Rule.SCALE_WITH_DATA else value
         for key, value in config.items()
     }
 
@@ -192,8 +160,10 @@ def to_full_data(config: Mapping[str, Any], fraction: float) -> dict[str, Any]:
         ConfigError: a fraction outside (0, 1], or a key with no rule.
     """
     fraction = _check_fraction(fraction)
+    table = rules()
     return {
-        key: _scale(key, value, 1 / fraction) if _rule(key) is Rule.SCALE_WITH_DATA else value
+        key: _scale(key, value, 1 / fraction) if _rule(key, table) is Rule.SCALE_WITH_DATA
+        else value
         for key, value in config.items()
     }
 
@@ -206,9 +176,7 @@ def subset_data(data: DataInfo, fraction: float) -> DataInfo:
 def subset_config(method: Any, settings: Mapping[str, Any], data: DataInfo,
                   fraction: float) -> Any:
     """A tuning trial's typed config: the method's config of ``settings`` on the full
-    data, with its sensitive batch sizes scaled to the subset (extrapolation.RULES)."""
-    from raydp_synth.config import config_to_dict
-
+    data, with its sensitive batch sizes scaled to the subset (the kinds of its fields)."""
     full = method.make_config(dict(settings), data)
     return method.make_config(to_tuning_subset(config_to_dict(full), fraction),
                               subset_data(data, fraction))

@@ -7,12 +7,13 @@ import math
 
 import pytest
 
+from raydp_synth.config import HYPERPARAMETER_KINDS, MethodConfig
 from raydp_synth.data.info import DataInfo
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.registry import get_method, method_names
 from raydp_synth.tune.extrapolation import (
-    RULES,
     Rule,
+    rules,
     subset_size,
     to_full_data,
     to_tuning_subset,
@@ -34,9 +35,26 @@ def _defaults(method: str) -> dict:
 
 
 @pytest.mark.parametrize("method", method_names())
-def test_every_hyperparameter_of_every_method_has_a_rule(method):
-    fields = {f.name for f in dataclasses.fields(get_method(method).config_class)}
-    assert fields <= set(RULES), f"no rule for {sorted(fields - set(RULES))}"
+def test_every_hyperparameter_of_every_method_has_a_kind_beside_its_field(method):
+    """The method declares each field's kind in its config class (no table elsewhere),
+    exactly its fields, each a known kind; the rules follow from the kinds."""
+    config = get_method(method).config_class
+    fields = {f.name for f in dataclasses.fields(config)}
+    kinds = config.hyperparameter_kinds()
+    assert set(kinds) == fields, (sorted(fields - set(kinds)), sorted(set(kinds) - fields))
+    assert set(kinds.values()) <= set(HYPERPARAMETER_KINDS)
+    assert fields <= set(rules())
+
+
+def test_a_new_field_is_classified_where_it_is_declared():
+    """A config class's KINDS adds to its bases' (and may redeclare one)."""
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Toy(MethodConfig):
+        KINDS = {"width": "architecture", "seed": "schedule"}
+        width: int = 4
+
+    assert Toy.hyperparameter_kinds() == {"image_size": "architecture", "seed": "schedule",
+                                          "width": "architecture"}
 
 
 @pytest.mark.parametrize("method", method_names())
@@ -82,15 +100,16 @@ def test_sensitive_batch_sizes_scale_with_the_data_and_come_back():
      "architecture", "public data"],
 )
 def test_every_other_kind_is_kept(kind):
-    keys = [key for key, (rule, k) in RULES.items() if k == kind]
-    assert keys and all(RULES[key][0] is Rule.KEEP for key in keys)
+    table = rules()
+    keys = [key for key, (rule, k) in table.items() if k == kind]
+    assert keys and all(table[key][0] is Rule.KEEP for key in keys)
     config = {key: (0.123, 0.456) if key == "budget_split" else 0.123 for key in keys}
     assert to_tuning_subset(config, Q) == config
     assert to_full_data(config, Q) == config
 
 
 def test_only_sensitive_batches_scale():
-    scaled = sorted(key for key, (rule, _) in RULES.items() if rule is Rule.SCALE_WITH_DATA)
+    scaled = sorted(key for key, (rule, _) in rules().items() if rule is Rule.SCALE_WITH_DATA)
     assert scaled == ["batch_size", "classifier_batch_size"]
 
 

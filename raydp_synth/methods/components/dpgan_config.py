@@ -3,9 +3,11 @@ keys). Shared: PrivImage+G's fine-tuning is a dpGAN run."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
-from raydp_synth.config import require_positive
+from raydp_synth.config import ARCHITECTURE, CLIP_NORM, PUBLIC_DATA, require_positive
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.components.wgan_config import WGANGPConfig
 
@@ -44,6 +46,11 @@ class DPGANConfig(WGANGPConfig):
     Defaults follow dpwgan's sweep on digits (the same critic step): one critic step
     per G step, G's learning rate above the critic's, batch 64, 20 epochs.
     """
+
+    KINDS: ClassVar[Mapping[str, str]] = {
+        "groups": CLIP_NORM, "bias_clip": CLIP_NORM, "adaptive_clip": CLIP_NORM,
+        "warm_start_iters": PUBLIC_DATA, "public_batch_size": PUBLIC_DATA,
+        "conditional": ARCHITECTURE}
 
     groups: int = 2
     bias_clip: float = 0.25

@@ -5,9 +5,21 @@ A method's config extends :class:`WGANGPConfig` with its own fields."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
-from raydp_synth.config import MethodConfig, require_betas, require_positive
+from raydp_synth.config import (
+    ARCHITECTURE,
+    CLIP_NORM,
+    EPOCHS,
+    LEARNING_RATE,
+    SCHEDULE,
+    SENSITIVE_BATCH,
+    MethodConfig,
+    require_betas,
+    require_positive,
+)
 from raydp_synth.errors import ConfigError
 
 __all__ = ["WGANGPConfig"]
@@ -31,6 +43,12 @@ class WGANGPConfig(MethodConfig):
         beta1, beta2: Adam's betas (WGAN-GP's (0.5, 0.9)).
         seed: public seed of initialisation and synthetic draws.
     """
+
+    KINDS: ClassVar[Mapping[str, str]] = {
+        "capacity": ARCHITECTURE, "latent_dim": ARCHITECTURE, "gp_weight": ARCHITECTURE,
+        "batch_size": SENSITIVE_BATCH, "epochs": EPOCHS, "n_critic": SCHEDULE,
+        "clip": CLIP_NORM, "lr_d": LEARNING_RATE, "lr_g": LEARNING_RATE,
+        "beta1": LEARNING_RATE, "beta2": LEARNING_RATE}
 
     capacity: int = 16
     latent_dim: int = 128

@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
-from raydp_synth.config import MethodConfig, require_positive
+from raydp_synth.config import (
+    ARCHITECTURE,
+    BUDGET_WEIGHTS,
+    CLIP_NORM,
+    EPOCHS,
+    LEARNING_RATE,
+    SCHEDULE,
+    SENSITIVE_BATCH,
+    MethodConfig,
+    require_positive,
+)
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.dpaf.networks import Architecture, LayerSplit
 
@@ -68,6 +80,16 @@ class DPAFConfig(MethodConfig):
         seed: public seed of initialisation and synthetic draws (Poisson sampling
             and noise use the run's secret seed, never this one).
     """
+
+    KINDS: ClassVar[Mapping[str, str]] = {
+        "layer_split": ARCHITECTURE, "base_width": ARCHITECTURE, "g_base_width": ARCHITECTURE,
+        "latent_dim": ARCHITECTURE, "aggregation": ARCHITECTURE, "generator_loss": ARCHITECTURE,
+        "g_smoothness": ARCHITECTURE, "batch_size": SENSITIVE_BATCH,
+        "classifier_batch_size": SENSITIVE_BATCH, "mu": SCHEDULE, "n_critic": SCHEDULE,
+        "g_steps": SCHEDULE, "epochs": EPOCHS, "classifier_epochs": EPOCHS,
+        "budget_split": BUDGET_WEIGHTS, "lr_classifier": LEARNING_RATE, "lr_d": LEARNING_RATE,
+        "lr_g": LEARNING_RATE, "lr_conv2": LEARNING_RATE, "clip_classifier": CLIP_NORM,
+        "clip_conv2": CLIP_NORM, "topk_fraction": CLIP_NORM}
 
     layer_split: str = "C1-C1-x"
     base_width: int = 4

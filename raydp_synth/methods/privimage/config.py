@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
-from raydp_synth.config import MethodConfig, require_positive
+from raydp_synth.config import (
+    ARCHITECTURE,
+    BUDGET_WEIGHTS,
+    CLIP_NORM,
+    EPOCHS,
+    LEARNING_RATE,
+    PUBLIC_DATA,
+    SCHEDULE,
+    SENSITIVE_BATCH,
+    MethodConfig,
+    require_positive,
+)
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.components.dpgan_config import DPGANConfig
 from raydp_synth.methods.components.wgan_config import WGANGPConfig
@@ -33,6 +46,11 @@ class SemanticQueryConfig(MethodConfig):
         public_batch_size: batch size of the pre-training.
         conditional: one histogram and one pre-training set per class.
     """
+
+    KINDS: ClassVar[Mapping[str, str]] = {
+        "k1": SCHEDULE, "k2": SCHEDULE, "query_share": BUDGET_WEIGHTS,
+        "pretrain_iters": PUBLIC_DATA, "strict_selection": PUBLIC_DATA,
+        "public_batch_size": PUBLIC_DATA, "conditional": ARCHITECTURE}
 
     k1: int = 1
     k2: int = 1
@@ -99,6 +117,11 @@ class PrivImageDConfig(SemanticQueryConfig):
         sample_steps: DDIM steps at sampling (App. D.2: 50).
         seed: public seed.
     """
+
+    KINDS: ClassVar[Mapping[str, str]] = {
+        "pretrain_lr": PUBLIC_DATA, "width": ARCHITECTURE, "batch_size": SENSITIVE_BATCH,
+        "epochs": EPOCHS, "clip": CLIP_NORM, "multiplicity": SCHEDULE, "lr": LEARNING_RATE,
+        "diffusion_steps": ARCHITECTURE, "sample_steps": ARCHITECTURE}
 
     pretrain_iters: int = 3000
     pretrain_lr: float = 1e-3
