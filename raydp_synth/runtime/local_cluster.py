@@ -34,8 +34,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["LOOPBACK_SETTINGS", "dashboard_url", "keep_cluster", "keep_requested",
-           "kept_cluster_line", "loopback_node", "run_with_cluster", "running_local_cluster",
-           "start_detached_cluster"]
+           "kept_cluster_line", "loopback_node", "private_token", "run_with_cluster",
+           "running_local_cluster", "start_detached_cluster", "token_path"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -110,6 +110,46 @@ def _port_or_any(preferred: int) -> int:
     raise OSError("no free port")  # pragma: no cover - port 0 always binds
 
 
+def token_path() -> Path:
+    """``~/.ray/auth_token``, where Ray reads and writes its cluster token."""
+    return Path.home() / ".ray" / "auth_token"
+
+
+def private_token() -> None:
+    """Ray's token file, private to its user, before a local cluster starts.
+
+    Where token authentication will be on (``RAY_AUTH_MODE`` unset or ``token``) and
+    no token is given by the environment or on disk, the token is written here as Ray
+    would write it (its own generator: 256 bits), but created with mode 0600 in a
+    0700 folder: Ray's own write follows the umask (0644 in a 0755 ``~/.ray`` on a
+    stock machine), and whoever reads the token can submit jobs to the user's
+    clusters. A token already on disk that others can read gets a one-line warning
+    with the fix; it is never changed behind the user's back.
+    """
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    path = token_path()
+    if not path.exists():
+        from ray._private.authentication.authentication_token_generator import (
+            generate_new_authentication_token,
+        )
+
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another command wrote it meanwhile: it stands
+            return
+        with os.fdopen(fd, "w") as out:
+            out.write(generate_new_authentication_token())
+        return
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        _LOG.warning(f"{path} can be read by other users of this machine (mode {mode:o}), and "
+                     f"its token lets anyone submit jobs to your Ray clusters: chmod 600 {path}")
+
+
 def _token_auth_as_ray_init_would() -> None:
     """What ``ray.init`` does before it starts a local cluster: token authentication
     on unless ``RAY_AUTH_MODE`` says otherwise, the token written if missing (this
@@ -132,6 +172,7 @@ def start_detached_cluster(*, num_cpus: int | None = None) -> str:
     there only), and becomes the cluster :func:`running_local_cluster` finds. Returns
     its GCS address.
     """
+    private_token()
     _token_auth_as_ray_init_would()
     loopback_node()
     ray_bin = Path(sys.executable).with_name("ray")

@@ -56,6 +56,7 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
     from raydp_synth.runtime.local_cluster import (
         keep_requested,
         loopback_node,
+        private_token,
         running_local_cluster,
         start_detached_cluster,
     )
@@ -69,6 +70,7 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
             # kept by --keep-cluster (on 127.0.0.1) is joined at 127.0.0.1 (Ray would
             # otherwise rewrite the address to the machine's IP, where nothing listens).
             loopback_node()
+            private_token()  # before Ray writes one with the umask's mode
             local = running_local_cluster()
             if local is None and keep_requested():
                 local = start_detached_cluster(num_cpus=num_cpus)

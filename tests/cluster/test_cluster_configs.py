@@ -555,3 +555,15 @@ def test_gcp_nodes_carry_the_tag_of_the_readme_firewall_rules() -> None:
 def test_readme_applies_the_network_policy() -> None:
     assert "kubectl apply -f cluster/kuberay/networkpolicy.yaml" in _readme_code_lines()
 
+
+
+def test_the_package_pins_the_ray_of_the_cluster_files() -> None:
+    """A client installed from pyproject.toml runs the Ray every cluster file starts
+    (a fresh client after a newer Ray release would otherwise mismatch the cluster)."""
+    import tomllib
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    pins = [d for d in pyproject["project"]["dependencies"] if re.match(r"ray\b|ray\[", d)]
+    assert pins == [f"ray[tune,train,default]=={RAY_VERSION}"], pins
+    for name in ("Dockerfile", "aws.yaml", "gcp.yaml"):
+        assert f'"ray[default,tune,train]=={RAY_VERSION}"' in (CLUSTER / name).read_text(), name
