@@ -23,6 +23,7 @@ PACKAGE_ROOT = Path(raydp_synth.__file__).parent
 LAYERS = (
     "errors",
     "log",
+    "paths",
     "config",
     "cli",
     "privacy",

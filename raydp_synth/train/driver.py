@@ -53,6 +53,7 @@ from raydp_synth.evaluation.selection import (
 )
 from raydp_synth.log import ray_log_level, worker_env
 from raydp_synth.methods import get_method
+from raydp_synth.paths import require_writable_folder
 from raydp_synth.privacy.accounting import validate_budget, validate_delta
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.secret_rng import fresh_secret
@@ -155,6 +156,7 @@ class TrainRequest:
         validate_budget(None if self.non_private else self.epsilon, self.delta)
         if self.workers < 1:
             raise ConfigError(f"--workers {self.workers} must be >= 1")
+        require_writable_folder(self.out, "--out")
         if self.dp_seed is not None and self.dp_seed < 0:
             raise ConfigError("--dp-seed must be a whole number >= 0")
         if self.curve_checkpoints is not None and self.curve_checkpoints < 0:

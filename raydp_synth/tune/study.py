@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
+from raydp_synth.paths import require_writable_folder
 from raydp_synth.privacy.secret_rng import secret_seed_words
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
 from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
@@ -173,6 +174,7 @@ class StudyRequest:
             resolve_weights(self.fid_weights)
 
         validate_budget(self.epsilon, self.delta)
+        require_writable_folder(self.storage, "--storage")
         if self.trials < 1:
             raise ConfigError(f"--trials {self.trials} must be >= 1")
         if self.selection not in SELECTIONS:
