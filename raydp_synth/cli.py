@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from raydp_synth.errors import ConfigError, UserError
+from raydp_synth.errors import ConfigError, Interrupted, UserError
 
 __all__ = ["add_cluster_arguments", "add_console_arguments", "add_data_arguments", "add_fid_weights_argument",
            "add_release_arguments", "add_version_argument", "configure_console_from",
@@ -137,6 +137,9 @@ def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = No
     """Run ``main``; a :class:`UserError` prints ``error: ...`` and exits with 2."""
     try:
         code = main(argv)
+    except Interrupted as err:
+        print(f"interrupted; {err}", file=sys.stderr)
+        sys.exit(130)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -9,12 +9,17 @@ privacy argument.
 
 from __future__ import annotations
 
-__all__ = ["BudgetExhausted", "ConfigError", "DataError", "LedgerError",
+__all__ = ["BudgetExhausted", "ConfigError", "DataError", "Interrupted", "LedgerError",
            "PrivacyInvariantError", "UserError"]
 
 
 class UserError(Exception):
     """Base of every error caused by the user's input rather than by a bug."""
+
+
+class Interrupted(UserError):
+    """The user stopped a command (Ctrl-C): what was kept and how to go on; the CLI
+    prints it and exits 130."""
 
 
 class ConfigError(UserError, ValueError):

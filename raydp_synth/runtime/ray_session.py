@@ -32,6 +32,11 @@ RAY_SETTINGS: dict[str, str] = {
     # the trials, i.e. tell K (docs/privacy.md, "The trust boundary"). Our gauges say
     # what the operator needs where the strategy allows it.
     "RAY_TRAIN_METRICS_ENABLED": "0",
+    # Ctrl-C is a KeyboardInterrupt, not Tune's graceful stop: Tune's handler ends the
+    # run and returns its results, after which a study would release the best trial
+    # finished so far. The study turns the interrupt into "nothing released; resume
+    # with ..." (exit 130); trials stop with the driver, their grants stay charged.
+    "TUNE_DISABLE_SIGINT_HANDLER": "1",
 }
 
 

@@ -24,13 +24,15 @@ import json
 import logging
 import math
 import os
+import shlex
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raydp_synth.errors import BudgetExhausted, ConfigError, LedgerError
+from raydp_synth.errors import BudgetExhausted, ConfigError, Interrupted, LedgerError
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
 from raydp_synth.paths import require_writable_folder
 from raydp_synth.privacy.secret_rng import secret_seed_words
@@ -350,6 +352,38 @@ def _run_study(request: StudyRequest) -> StudyResult:
         cluster_gpus=ray.cluster_resources().get("GPU", 0))
     if note is not None:
         _LOG.info(f"note: {note}")
+    try:
+        return _run_phases(request, prepared, planned, total_cpus=total_cpus,
+                           gpus_per_worker=gpus_per_worker)
+    except KeyboardInterrupt:
+        raise Interrupted(_interrupted_line(request, prepared.study_dir, prepared.name)) from None
+
+
+def _interrupted_line(request: StudyRequest, study_dir: Path, name: str) -> str:
+    """What an interrupted study kept and how to go on: before its release, nothing
+    is released (its trials' grants stay charged in the ledger) and ``--resume``
+    continues it; after, the release stays and its evaluation can be rerun."""
+    if (study_dir / "release" / "privacy.json").is_file():
+        return (f"the release in {study_dir / 'release'} stands; rerun its evaluation with: "
+                f"python -m raydp_synth.evaluate {shlex.quote(str(study_dir))}")
+    args = [a for a in sys.argv[1:] if a != "--resume"]
+    if "--name" in args:
+        i = args.index("--name")
+        del args[i:i + 2]
+    args = [a for a in args if not a.startswith("--name=")]
+    if request.storage and "--storage" not in args and not any(
+            a.startswith("--storage=") for a in args):
+        args += ["--storage", str(request.storage)]
+    command = " ".join(shlex.quote(a) for a in ["python", "-m", "raydp_synth.tune", *args,
+                                                 "--resume", "--name", name])
+    return f"nothing released; resume with: {command}"
+
+
+def _run_phases(request: StudyRequest, prepared: _PreparedStudy, planned: Any, *,
+                total_cpus: float, gpus_per_worker: float) -> StudyResult:
+    """The accountant, then the search's phases, the release and its evaluation."""
+    import ray
+
     accountant = _start_accountant(request, prepared)
     settings = _study_settings(request, prepared, total_cpus=total_cpus,
                                gpus_per_worker=gpus_per_worker, planned=planned)
