@@ -28,7 +28,10 @@ def test_sigint_in_training_releases_nothing_and_says_how_to_resume(tmp_path: Pa
     proc = subprocess.Popen(
         [sys.executable, "-m", "raydp_synth.tune", "dpaf", "--trials", "3", "--epsilon", "6",
          "--search-space", str(TINY), "--no-eval", "--storage", str(storage), "--name", "s"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # As at a terminal: a suite run in the background of a non-interactive shell
+        # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     study = storage / "s"
     deadline = time.monotonic() + 180
     try:
