@@ -67,6 +67,7 @@ RAY_MODULE_SECONDS = {
     "tests/tune/test_trial_in_process.py": 42,
     "tests/train/test_empty_class_run.py": 39,
     "tests/tune/test_dp_hypo_study.py": 38,
+    "tests/tune/test_interrupt.py": 52,  # measured alone (-n 0), 2026-11-28
     "tests/train/test_named_dataset_cli.py": 33,
     "tests/train/test_distributed_noise.py": 31,
     "tests/faults/test_accountant_faults.py": 30,
