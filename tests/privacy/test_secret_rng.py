@@ -235,7 +235,6 @@ PUBLIC_SOURCES: dict[tuple[str, str], tuple[int, str]] = {
     ("runtime/context.py", "WorkerContext.generator"): (
         2, "the config seed's synthetic draws (latents of fake batches)"),
     ("runtime/context.py", "WorkerContext.shared_generator"): (2, "public initial parameters"),
-    ("train/probes.py", "noise_release_probe"): (2, "a test probe of noise on zero data"),
     ("sample.py", "main"): (1, "the seed of extra synthetic samples (post-processing)"),
     ("tune/study_settings.py", "StudySettings.trial_seed"): (
         1, "a restart's public initialisation seed (its argument is in the docstring)"),
