@@ -40,7 +40,13 @@ from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
 from raydp_synth.methods.dpaf.config import DPAFConfig
 from raydp_synth.methods.dpaf.networks import DiscriminatorParts, label_planes, sin
-from raydp_synth.privacy.dp_sgd import clip_per_record, private_gradient, topk_per_record
+from raydp_synth.privacy.dp_sgd import (
+    clip_per_record,
+    clipped_sum,
+    noised_release,
+    split_by_shapes,
+    topk_per_record,
+)
 from raydp_synth.privacy.noise import noisy_sum
 from raydp_synth.runtime.seeding import seeded
 
@@ -74,9 +80,9 @@ def main() -> None:
     clip, sigma, topk = 1.0, 1.0, cfg.topk_fraction
 
     def release(grads: list[torch.Tensor], module: torch.nn.Module) -> None:
-        out = private_gradient(grads, max_grad_norm=clip, noise_multiplier=sigma,
-                               expected_batch_size=float(b), generator=gen,
-                               topk_fraction=topk, shapes=shapes)
+        out = split_by_shapes(noised_release(
+            clipped_sum(grads, max_grad_norm=clip, topk_fraction=topk, shapes=shapes),
+            noise_std=sigma * clip, expected_batch_size=float(b), generator=gen), shapes)
         for p, g in zip(trainable(module), out, strict=True):
             p.grad = g
 

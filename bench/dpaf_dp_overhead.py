@@ -31,7 +31,7 @@ from torch.nn import functional as F
 from raydp_synth.methods.dpaf.config import DPAFConfig
 from raydp_synth.methods.dpaf.mechanisms import conv2_record_grads, dpagg
 from raydp_synth.methods.dpaf.networks import DiscriminatorParts, sin
-from raydp_synth.privacy.dp_sgd import private_gradient
+from raydp_synth.privacy.dp_sgd import clipped_sum, noised_release, split_by_shapes
 from raydp_synth.runtime.seeding import seeded
 
 
@@ -79,9 +79,9 @@ def main() -> None:
         gsm.enable_hooks()
         grads = conv2_record_grads(gsm, parts, x, y, v)
         gsm.disable_hooks()
-        released = private_gradient(grads, max_grad_norm=1.0, noise_multiplier=1.0,
-                                    expected_batch_size=float(virtual), generator=gen,
-                                    topk_fraction=cfg.topk_fraction, shapes=shapes)
+        released = split_by_shapes(noised_release(
+            clipped_sum(grads, max_grad_norm=1.0, topk_fraction=cfg.topk_fraction, shapes=shapes),
+            noise_std=1.0, expected_batch_size=float(virtual), generator=gen), shapes)
         for p, g in zip(params, released, strict=True):
             p.grad = g
 

@@ -26,7 +26,8 @@ import torch
 
 from raydp_synth.methods.components.clip_groups import (
     adaptive_groups,
-    grouped_release,
+    group_sigma,
+    grouped_clipped_sum,
     parameter_units,
 )
 from raydp_synth.methods.components.gan_networks import Critic
@@ -37,7 +38,7 @@ from raydp_synth.methods.privimage.diffusion import (
     denoiser_record_grads,
     denoising_loss,
 )
-from raydp_synth.privacy.dp_sgd import private_gradient
+from raydp_synth.privacy.dp_sgd import clipped_sum, noised_release
 from raydp_synth.runtime.seeding import seeded
 
 
@@ -76,8 +77,8 @@ def main() -> None:
 
     def critic_dp() -> None:
         grads = critic_record_grads(critic, x, y, f, mix, gp_weight=10.0)
-        private_gradient(grads, max_grad_norm=1.0, noise_multiplier=1.0,
-                         expected_batch_size=float(b), generator=gen, shapes=shapes)
+        noised_release(clipped_sum(grads, max_grad_norm=1.0, shapes=shapes), noise_std=1.0,
+                       expected_batch_size=float(b), generator=gen)
 
     unit_of, units = parameter_units([(n, p.shape) for n, p in critic.named_parameters()])
     pub = args.public_batch
@@ -87,8 +88,10 @@ def main() -> None:
         groups = adaptive_groups(torch.cat([g.flatten(1) for g in public], 1), unit_of, units,
                                  groups=5)
         grads = critic_record_grads(critic, x, y, f, mix, gp_weight=10.0)
-        grouped_release(torch.cat([g.flatten(1) for g in grads], 1), groups, noise_multiplier=1.0,
-                        expected_batch_size=float(b), generator=gen)
+        # The dpGAN step: the rescaled clipped sum, noise z*sqrt(k) once, rescaled by C_j.
+        summed = grouped_clipped_sum(torch.cat([g.flatten(1) for g in grads], 1), groups)
+        groups.rescale(noised_release(summed, noise_std=group_sigma(1.0, groups.k),
+                                      expected_batch_size=float(b), generator=gen))
 
     def critic_plain() -> None:
         xhat = (mix * x + (1 - mix) * f).requires_grad_(True)
@@ -105,9 +108,9 @@ def main() -> None:
 
     def denoiser_dp() -> None:
         grads = denoiser_record_grads(unet, schedule, x, y, t, noise)
-        private_gradient(grads, max_grad_norm=1.0, noise_multiplier=1.0,
-                         expected_batch_size=float(b), generator=gen,
-                         shapes=[p.shape for p in unet_params])
+        noised_release(clipped_sum(grads, max_grad_norm=1.0,
+                                   shapes=[p.shape for p in unet_params]),
+                       noise_std=1.0, expected_batch_size=float(b), generator=gen)
 
     def denoiser_plain() -> None:
         xs = x[:, None].expand(b, m, 1, 16, 16).reshape(b * m, 1, 16, 16)

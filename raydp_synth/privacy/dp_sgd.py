@@ -29,10 +29,8 @@ __all__ = [
     "clip_per_record",
     "clipped_sum",
     "functional_record_grads",
-    "noised_gradient",
     "noised_release",
     "per_record_gradients",
-    "private_gradient",
     "split_by_shapes",
     "topk_per_record",
     "topk_thresholds",
@@ -187,41 +185,6 @@ def clipped_sum(
     return out
 
 
-def private_gradient(
-    per_record_grads: Sequence[torch.Tensor],
-    *,
-    max_grad_norm: float,
-    noise_multiplier: float,
-    expected_batch_size: float,
-    generator: torch.Generator | None,
-    topk_fraction: float = 1.0,
-    shapes: Sequence[torch.Size] | None = None,
-) -> list[torch.Tensor]:
-    """Release one DP-SGD gradient of a group of parameters.
-
-    Args:
-        per_record_grads: for each parameter, ``[B_local, *param.shape]``
-            (B_local may be 0: the release is then noise only).
-        max_grad_norm: clip norm C of each record's whole gradient (all parameters).
-        noise_multiplier: sigma; the noise standard deviation is sigma * C.
-        expected_batch_size: q * N over all workers, the divisor of the release.
-        generator: noise source (used on rank 0 only).
-        topk_fraction: fraction of each record's entries kept before clipping.
-        shapes: parameter shapes (default ``g.shape[1:]``).
-
-    Returns:
-        One tensor per parameter: the released (noisy, averaged) gradient,
-        identical on every worker.
-    """
-    shapes = list(shapes) if shapes is not None else [g.shape[1:] for g in per_record_grads]
-    summed = clipped_sum(
-        per_record_grads, max_grad_norm=max_grad_norm, topk_fraction=topk_fraction, shapes=shapes
-    )
-    return noised_gradient(summed, noise_std=noise_multiplier * max_grad_norm,
-                           expected_batch_size=expected_batch_size, generator=generator,
-                           shapes=shapes)
-
-
 def noised_release(
     summed: torch.Tensor,
     *,
@@ -246,19 +209,3 @@ def split_by_shapes(flat: torch.Tensor, shapes: Sequence[torch.Size]) -> list[to
     if start != flat.numel():
         raise ValueError(f"{flat.numel()} values for shapes of {start} in all")
     return out
-
-
-def noised_gradient(
-    summed: torch.Tensor,
-    *,
-    noise_std: float,
-    expected_batch_size: float,
-    generator: torch.Generator | None,
-    shapes: Sequence[torch.Size],
-) -> list[torch.Tensor]:
-    """:func:`noised_release` split into one tensor per parameter shape."""
-    return split_by_shapes(
-        noised_release(summed, noise_std=noise_std, expected_batch_size=expected_batch_size,
-                       generator=generator),
-        shapes,
-    )

@@ -2,7 +2,7 @@
 
 Only parameters whose gradients are post-processing of DP releases or of synthetic
 data are averaged here; private gradients go through
-:func:`raydp_synth.privacy.dp_sgd.private_gradient`, which noises them once.
+:func:`raydp_synth.runtime.dp_step.dp_sgd_step`, which noises their sum once.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from raydp_synth.data import DataInfo, load_dataset
 from raydp_synth.methods import get_method
 from raydp_synth.methods.components.gan_networks import Critic
 from raydp_synth.methods.components.pairs import critic_record_grads
-from raydp_synth.privacy.dp_sgd import private_gradient
+from raydp_synth.privacy.dp_sgd import clipped_sum, noised_release, split_by_shapes
 from raydp_synth.runtime.seeding import seeded
 from tests.stats import assert_gaussian_std
 
@@ -58,10 +58,11 @@ def test_released_critic_update_has_noise_sigma_c_over_qn_and_no_stray_sqrt_b() 
     grads = critic_record_grads(critic, empty, torch.zeros(0, dtype=torch.long), empty,
                                 torch.zeros(0, 1, 1, 1), gp_weight=10.0)
     sigma, clip, expected = 1.3, 0.7, 256.0
-    released = private_gradient(grads, max_grad_norm=clip, noise_multiplier=sigma,
-                                expected_batch_size=expected,
-                                generator=torch.Generator().manual_seed(3), shapes=shapes)
-    flat = torch.cat([g.flatten() for g in released]).double().numpy()
+    # The step's release: the clipped sum, noised with sigma*C, over qN (dp_step.py).
+    released = noised_release(clipped_sum(grads, max_grad_norm=clip, shapes=shapes),
+                              noise_std=sigma * clip, expected_batch_size=expected,
+                              generator=torch.Generator().manual_seed(3))
+    flat = released.double().numpy()
     assert_gaussian_std(flat * expected, sigma * clip)
 
 
@@ -79,10 +80,11 @@ def _dp_adam_params(clip: float, steps: int = 5) -> torch.Tensor:
         f = torch.rand(64, 1, 16, 16, generator=partners) * 2 - 1
         a = torch.rand(64, 1, 1, 1, generator=partners)
         grads = critic_record_grads(critic, x, y, f, a, gp_weight=10.0)
-        released = private_gradient(grads, max_grad_norm=clip, noise_multiplier=1.0,
-                                    expected_batch_size=64.0, generator=noise,
-                                    shapes=[p.shape for p in params])
-        for p, g in zip(params, released, strict=True):
+        shapes = [p.shape for p in params]
+        released = noised_release(clipped_sum(grads, max_grad_norm=clip, shapes=shapes),
+                                  noise_std=1.0 * clip, expected_batch_size=64.0,
+                                  generator=noise)
+        for p, g in zip(params, split_by_shapes(released, shapes), strict=True):
             p.grad = g
         opt.step()
     return torch.cat([p.detach().flatten() for p in params])

@@ -11,7 +11,7 @@ import torch
 from raydp_synth.privacy.dp_sgd import (
     clip_per_record,
     clipped_sum,
-    private_gradient,
+    noised_release,
     topk_per_record,
 )
 from raydp_synth.privacy.noise import noisy_sum
@@ -72,27 +72,35 @@ def test_topk_keeps_the_largest_fraction_of_each_record(d: int) -> None:
         assert row[k == 0].abs().max() <= row[k != 0].abs().min()
 
 
-def test_private_gradient_with_no_records_is_noise_of_std_sigma_c_over_qn() -> None:
+def _release(grads: list[torch.Tensor], *, clip: float, sigma: float, expected_batch: float,
+             generator: torch.Generator, shapes: list[torch.Size]) -> torch.Tensor:
+    """A DP-SGD release as the step makes it: the clipped sum a method's pre-noise
+    function returns, then ``noised_release`` with the plan's std sigma*C (dp_step.py)."""
+    summed = clipped_sum(grads, max_grad_norm=clip, shapes=shapes)
+    return noised_release(summed, noise_std=sigma * clip, expected_batch_size=expected_batch,
+                          generator=generator)
+
+
+def test_a_release_with_no_records_is_noise_of_std_sigma_c_over_qn() -> None:
     sigma, clip, expected_batch = 1.3, 0.7, 37.5
     shapes = [torch.Size([100, 50]), torch.Size([200])]
     grads = [torch.zeros(0, *s) for s in shapes]
     gen = torch.Generator().manual_seed(3)
     samples = np.concatenate([
-        torch.cat([t.ravel() for t in private_gradient(
-            grads, max_grad_norm=clip, noise_multiplier=sigma, expected_batch_size=expected_batch,
-            generator=gen, shapes=shapes)]).numpy()
+        _release(grads, clip=clip, sigma=sigma, expected_batch=expected_batch, generator=gen,
+                 shapes=shapes).numpy()
         for _ in range(4)
     ])
     # Exactly sigma * C / (q N): no stray 1/sqrt(B) (Schwabedal, Michel and Riontino 2020 3.1).
     assert_gaussian_std(samples, sigma * clip / expected_batch)
 
 
-def test_private_gradient_divides_by_expected_not_realised_batch() -> None:
+def test_a_release_divides_by_expected_not_realised_batch() -> None:
     shapes = [torch.Size([3])]
     grads = [torch.ones(5, 3) * 0.1]  # 5 records, norms below the clip norm
-    out = private_gradient(grads, max_grad_norm=1.0, noise_multiplier=1e-9, expected_batch_size=10.0,
-                           generator=torch.Generator().manual_seed(0), shapes=shapes)
-    assert torch.allclose(out[0], torch.full((3,), 0.05), atol=1e-6)
+    out = _release(grads, clip=1.0, sigma=1e-9, expected_batch=10.0,
+                   generator=torch.Generator().manual_seed(0), shapes=shapes)
+    assert torch.allclose(out, torch.full((3,), 0.05), atol=1e-6)
 
 
 def test_clipped_sum_is_zero_for_an_empty_batch() -> None:

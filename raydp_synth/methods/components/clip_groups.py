@@ -28,10 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from raydp_synth.privacy.dp_sgd import noised_release
-
 __all__ = ["ClipGroups", "adaptive_groups", "cluster_bounds", "fixed_groups", "group_sigma",
-           "grouped_clipped_sum", "grouped_release", "noised_group_release", "parameter_units", "plan_multiplier",
+           "grouped_clipped_sum", "parameter_units", "plan_multiplier",
            "unit_bounds"]
 
 _MIN_BOUND = 1e-8
@@ -179,35 +177,3 @@ def grouped_clipped_sum(per_record: torch.Tensor, groups: ClipGroups, *,
         scale = scale * weights.to(scale)[:, None]
     # Column d of record i is scaled by record i's factor of d's group.
     return (scale.T @ per_record).gather(0, group_of[None])[0]
-
-
-def grouped_release(
-    per_record: torch.Tensor,
-    groups: ClipGroups,
-    *,
-    noise_multiplier: float,
-    expected_batch_size: float,
-    generator: torch.Generator | None,
-) -> torch.Tensor:
-    """One release: the rescaled clipped sum plus N(0, (z sqrt(k))^2) per coordinate
-    (z = the plan's multiplier, sensitivity sqrt(k)), rescaled by C_j on group j and
-    divided by the expected batch size qN. Group j's noise is z*sqrt(k)*C_j."""
-    return noised_group_release(grouped_clipped_sum(per_record, groups), groups,
-                                noise_multiplier=noise_multiplier,
-                                expected_batch_size=expected_batch_size, generator=generator)
-
-
-def noised_group_release(
-    summed: torch.Tensor,
-    groups: ClipGroups,
-    *,
-    noise_multiplier: float,
-    expected_batch_size: float,
-    generator: torch.Generator | None,
-) -> torch.Tensor:
-    """The release of a rescaled pre-noise sum (:func:`grouped_clipped_sum`, this
-    worker's): summed over workers, plus N(0, (z sqrt(k))^2) per coordinate once,
-    rescaled by C_j on group j, divided by qN."""
-    return groups.rescale(noised_release(summed, noise_std=group_sigma(noise_multiplier, groups.k),
-                                         expected_batch_size=expected_batch_size,
-                                         generator=generator))
