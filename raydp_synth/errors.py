@@ -9,6 +9,8 @@ privacy argument.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = ["BudgetExhausted", "ConfigError", "DataError", "Interrupted", "LedgerError",
            "PrivacyInvariantError", "UserError"]
 
@@ -19,7 +21,18 @@ class UserError(Exception):
 
 class Interrupted(UserError):
     """The user stopped a command (Ctrl-C): what was kept and how to go on; the CLI
-    prints it and exits 130."""
+    prints it and exits 130.
+
+    Attributes:
+        resume_name, resume_storage: a study that ``--resume --name NAME --storage
+        DIR`` continues (None where nothing is to resume); the CLI that knows its own
+        arguments turns them into the exact command.
+    """
+
+    def __init__(self, message: str, *, resume_name: str | None = None,
+                 resume_storage: Path | None = None) -> None:
+        super().__init__(message)
+        self.resume_name, self.resume_storage = resume_name, resume_storage
 
 
 class ConfigError(UserError, ValueError):

@@ -7,6 +7,8 @@ under ``ray job submit -- python -m raydp_synth.tune dpaf ...`` on a cluster.
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,7 @@ from raydp_synth.cli import (
     release_overrides,
     run_cli,
 )
+from raydp_synth.errors import Interrupted
 from raydp_synth.runtime.local_cluster import run_with_cluster
 from raydp_synth.tune.study_settings import DEFAULT_TRIALS, TRIAL_LOOPS
 from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
@@ -130,8 +133,30 @@ def main(argv: list[str] | None = None) -> int:
     from raydp_synth.tune.study import run_study
 
     request = study_request(args)
-    run_with_cluster(args.keep_cluster, lambda: run_study(request))
+    try:
+        run_with_cluster(args.keep_cluster, lambda: run_study(request))
+    except Interrupted as err:
+        if err.resume_name is None:
+            raise
+        command = resume_command(list(sys.argv[1:] if argv is None else argv),
+                                 err.resume_name, err.resume_storage)
+        raise Interrupted(f"nothing released; resume with: {command}") from None
     return 0
+
+
+def resume_command(argv: list[str], name: str, storage: Path | None) -> str:
+    """The command that resumes study ``name``: this command's own arguments (every
+    setting as the user gave it: a resumed study refuses changed ones) with ``--resume
+    --name NAME``, and the study's ``--storage`` where the user gave none."""
+    args = [a for a in argv if a != "--resume" and not a.startswith("--name=")]
+    if "--name" in args:
+        i = args.index("--name")
+        del args[i:i + 2]
+    if storage is not None and not any(a == "--storage" or a.startswith("--storage=")
+                                       for a in args):
+        args += ["--storage", str(storage)]
+    return " ".join(shlex.quote(a) for a in ["python", "-m", "raydp_synth.tune", *args,
+                                             "--resume", "--name", name])
 
 
 def study_request(args: argparse.Namespace) -> StudyRequest:

@@ -25,7 +25,6 @@ import logging
 import math
 import os
 import shlex
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -356,27 +355,21 @@ def _run_study(request: StudyRequest) -> StudyResult:
         return _run_phases(request, prepared, planned, total_cpus=total_cpus,
                            gpus_per_worker=gpus_per_worker)
     except KeyboardInterrupt:
-        raise Interrupted(_interrupted_line(request, prepared.study_dir, prepared.name)) from None
+        raise _interrupted(request, prepared.study_dir, prepared.name) from None
 
 
-def _interrupted_line(request: StudyRequest, study_dir: Path, name: str) -> str:
+def _interrupted(request: StudyRequest, study_dir: Path, name: str) -> Interrupted:
     """What an interrupted study kept and how to go on: before its release, nothing
     is released (its trials' grants stay charged in the ledger) and ``--resume``
-    continues it; after, the release stays and its evaluation can be rerun."""
+    continues it (the CLI writes the exact command, from its own arguments); after,
+    the release stays and its evaluation can be rerun."""
     if (study_dir / "release" / "privacy.json").is_file():
-        return (f"the release in {study_dir / 'release'} stands; rerun its evaluation with: "
-                f"python -m raydp_synth.evaluate {shlex.quote(str(study_dir))}")
-    args = [a for a in sys.argv[1:] if a != "--resume"]
-    if "--name" in args:
-        i = args.index("--name")
-        del args[i:i + 2]
-    args = [a for a in args if not a.startswith("--name=")]
-    if request.storage and "--storage" not in args and not any(
-            a.startswith("--storage=") for a in args):
-        args += ["--storage", str(request.storage)]
-    command = " ".join(shlex.quote(a) for a in ["python", "-m", "raydp_synth.tune", *args,
-                                                 "--resume", "--name", name])
-    return f"nothing released; resume with: {command}"
+        return Interrupted(f"the release in {study_dir / 'release'} stands; rerun its "
+                           f"evaluation with: python -m raydp_synth.evaluate "
+                           f"{shlex.quote(str(study_dir))}")
+    return Interrupted(f"nothing released; resume with --resume --name {shlex.quote(name)} "
+                       f"--storage {shlex.quote(str(request.storage))}",
+                       resume_name=name, resume_storage=request.storage)
 
 
 def _run_phases(request: StudyRequest, prepared: _PreparedStudy, planned: Any, *,

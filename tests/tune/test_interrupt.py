@@ -57,3 +57,15 @@ def test_sigint_in_training_releases_nothing_and_says_how_to_resume(tmp_path: Pa
     # The ledger is whole: every line parses, and the grants made are there.
     lines = (study / LEDGER_NAME).read_text().splitlines()
     assert lines and all(json.loads(line) for line in lines)
+
+
+def test_the_resume_command_keeps_the_users_settings_and_names_the_study() -> None:
+    """From the arguments the CLI got (``python -m raydp_synth.tune`` or ``raydp-synth
+    tune`` alike), never from the process's own argv."""
+    from raydp_synth.tune.__main__ import resume_command
+
+    assert resume_command(["dpaf", "--epsilon", "4", "--name", "old", "--resume"], "s",
+                          Path("/data/studies")) == (
+        "python -m raydp_synth.tune dpaf --epsilon 4 --storage /data/studies --resume --name s")
+    assert resume_command(["dpaf", "--storage=here", "--name=x"], "s", Path("/abs")) == (
+        "python -m raydp_synth.tune dpaf --storage=here --resume --name s")
