@@ -25,6 +25,7 @@ from pathlib import Path
 
 import dp_accounting as dpa
 
+from raydp_synth.config import config_to_dict
 from raydp_synth.data import data_info, load_dataset
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.accounting import (
@@ -72,7 +73,7 @@ def main() -> None:
     config = method.make_config({}, data)
     q = 0.1
     sub_data = type(data)(**{**data.__dict__, "num_records": subset_size(data.num_records, q)})
-    values = {k: getattr(config, k) for k in config.__dataclass_fields__}
+    values = config_to_dict(config)  # fields only (a config's KINDS is a ClassVar)
     sub_config = method.make_config(to_tuning_subset(values, q), sub_data)
     # Unit-scale families: plans calibrated at epsilon 1 (noise then scaled by s).
     trial_full = _family(method.plan(config, target_epsilon=1.0, delta=delta, data=data,
