@@ -383,9 +383,6 @@ class BudgetAccountant:
             path=self._ledger.path,
         )
 
-    def ledger_path(self) -> str:
-        return str(self._ledger.path)
-
 
 def get_or_create_accountant(study_dir: str | Path, name: str, **settings: Any) -> Any:
     """The study's accountant actor: the running one, or a new (detached) one.

@@ -59,8 +59,6 @@ Statements implemented (alpha the Renyi order):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import dp_accounting as dpa
 import numpy as np
@@ -69,15 +67,12 @@ from scipy.special import gammaln
 
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.accounting import ORDERS, random_stopping_event, rdp_curve
-from raydp_synth.privacy.calibration import calibrate_noise_multiplier
 
 __all__ = [
     "MAX_INTEGER_ORDER",
-    "SubsampledTuningSplit",
     "amplified_tuning_rdp",
     "epsilon_from_rdp",
     "poisson_subsampled_rdp_bound",
-    "split_budget",
     "unamplified_tuning_rdp",
     "variant1_rdp",
     "variant2_rdp",
@@ -210,80 +205,3 @@ def epsilon_from_rdp(rdp: np.ndarray, delta: float) -> float:
     eps, _ = rdp_module.compute_epsilon(list(ORDERS), list(rdp), delta)
     return float(eps)
 
-
-@dataclass(frozen=True)
-class SubsampledTuningSplit:
-    """A total budget split between the tuning phase and the final run (variant 1).
-
-    Attributes:
-        trial_noise_multiplier: the scale of E_ref (every trial must be dominated by
-            ``trial_event(trial_noise_multiplier)``).
-        final_noise_multiplier: the final run's scale.
-        tuning_epsilon: (epsilon, delta) of the tuning phase alone (amplified).
-        final_epsilon: of the final run alone.
-        total_epsilon: of both, by RDP composition; never above the target.
-    """
-
-    trial_noise_multiplier: float
-    final_noise_multiplier: float
-    tuning_epsilon: float
-    final_epsilon: float
-    total_epsilon: float
-
-
-def split_budget(
-    *,
-    epsilon: float,
-    delta: float,
-    tune_fraction: float,
-    mean: float,
-    shape: float,
-    tuning_share: float,
-    trial_event: Callable[[float], dpa.DpEvent],
-    final_event: Callable[[float], dpa.DpEvent],
-    rtol: float = 1e-3,
-) -> SubsampledTuningSplit:
-    """Calibrate the tuning phase to ``tuning_share * epsilon``, then give the final
-    run everything the composition leaves (variant 1).
-
-    Both bisections (on a noise multiplier, :func:`calibrate_noise_multiplier`) keep a
-    feasible end and return it, so neither the tuning phase nor the total overshoots.
-    The final run usually gets more than ``(1 - tuning_share) * epsilon`` on its own:
-    RDP composition is tighter than adding epsilons.
-
-    Args:
-        epsilon, delta: the total budget.
-        tune_fraction: q, the Poisson fraction of X1.
-        mean, shape: E[K] and the trial-count distribution of the random stopping.
-        tuning_share: the tuning phase's standalone epsilon as a fraction of epsilon.
-        trial_event: a trial's plan (w.r.t. X1) as a function of its noise multiplier.
-        final_event: the final run's plan as a function of its noise multiplier.
-        rtol: relative precision of the noise multipliers.
-
-    Raises:
-        ConfigError: a share outside (0, 1), or a budget no noise multiplier <= 1e4 meets.
-    """
-    if not (math.isfinite(tuning_share) and 0 < tuning_share < 1):
-        raise ConfigError(f"the tuning share {tuning_share} must be in (0, 1)")
-    q = _check_fraction(tune_fraction)
-
-    def tuning_rdp(sigma: float) -> np.ndarray:
-        return amplified_tuning_rdp(trial_event(sigma), mean=mean, shape=shape, tune_fraction=q)
-
-    sigma_t = calibrate_noise_multiplier(
-        lambda s: epsilon_from_rdp(tuning_rdp(s), delta),
-        target_epsilon=tuning_share * epsilon, rtol=rtol,
-    )
-    tune = tuning_rdp(sigma_t)
-    sigma_f = calibrate_noise_multiplier(
-        lambda s: epsilon_from_rdp(variant1_rdp(tune, final_event(s)), delta),
-        target_epsilon=epsilon, rtol=rtol,
-    )
-    total = epsilon_from_rdp(variant1_rdp(tune, final_event(sigma_f)), delta)
-    return SubsampledTuningSplit(
-        trial_noise_multiplier=sigma_t,
-        final_noise_multiplier=sigma_f,
-        tuning_epsilon=epsilon_from_rdp(tune, delta),
-        final_epsilon=epsilon_from_rdp(rdp_curve(final_event(sigma_f)), delta),
-        total_epsilon=total,
-    )

@@ -83,7 +83,8 @@ _LOG = logging.getLogger(__name__)
 DEFAULT_TUNE_FRACTION = 0.1
 #: ``--tune-share``'s default: the tuning phase's own epsilon as a fraction of the total.
 #: Section 9.3 of docs/budget-pricing.md: at share 0.1-0.2 the final run carries
-#: 1.5-7% more noise than one untuned run; a larger share buys less noisy trials.
+#: 9-24% more noise than one untuned run (2-14% against one priced by RDP alone, as
+#: the variant-1 total is); a larger share buys less noisy trials.
 DEFAULT_TUNE_SHARE = 0.2
 #: The tuning phase's Tune experiment (not a ``tune*`` folder: never a release candidate).
 SUBSAMPLED_EXPERIMENT = "subsampled-search"

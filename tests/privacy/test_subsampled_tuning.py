@@ -20,11 +20,12 @@ from raydp_synth.privacy.subsampled_tuning import (
     amplified_tuning_rdp,
     epsilon_from_rdp,
     poisson_subsampled_rdp_bound,
-    split_budget,
     unamplified_tuning_rdp,
     variant1_rdp,
     variant2_rdp,
 )
+from raydp_synth.tune.subsampled_search import check_tune_share
+from tests.fixed_schedule import FixedSchedule, gaussian_spec, subsampled_plans
 
 DELTA = 1e-5
 INTEGERS = [float(a) for a in range(2, MAX_INTEGER_ORDER + 1)]
@@ -172,41 +173,47 @@ def test_subsampled_tuning_is_cheaper_than_random_stopping_on_a_dpaf_like_plan()
     assert subsampled < 0.8 * plain  # measured 7.39 against 9.99
 
 
+def _dpaf_like_schedule(n: float = 1442.0) -> FixedSchedule:
+    """:func:`_dpaf_like`'s mechanisms (the same rates and step counts) as a schedule
+    the study's calibration sets the noise of; the classifier gets a small share of
+    the budget (a fixed 4x noise ratio is not something a schedule states)."""
+    return FixedSchedule(
+        gaussian_spec("classifier", sample_rate=64 / n, num_steps=int(3 / (64 / n)), share=0.02),
+        gaussian_spec("conv2", sample_rate=512 / n, num_steps=int(30 / (512 / n))),
+        gaussian_spec("dpagg", sample_rate=512 / n, num_steps=int(30 / (512 / n))),
+    )
+
+
 @pytest.mark.slow
-def test_split_budget_on_a_dpaf_like_plan_leaves_the_final_run_most_of_the_budget():
-    split = split_budget(
+def test_the_study_plans_on_a_dpaf_like_plan_leave_the_final_run_most_of_the_budget():
+    schedule = _dpaf_like_schedule()
+    plans = subsampled_plans(
         epsilon=10.0, delta=DELTA, tune_fraction=0.1, mean=8, shape=GEOMETRIC,
-        tuning_share=0.1, trial_event=_dpaf_like, final_event=_dpaf_like, rtol=1e-2,
+        tuning_share=0.1, trial=schedule, final=schedule,
     )
-    assert split.total_epsilon <= 10.0
-    assert split.total_epsilon > 9.9
-    assert split.tuning_epsilon <= 1.0
-    assert split.final_epsilon > 9.5  # measured 9.79: the final run keeps most of it
-    assert split.trial_noise_multiplier > split.final_noise_multiplier
+    assert plans.total_epsilon <= 10.0
+    assert plans.total_epsilon > 9.9
+    assert plans.tuning_epsilon <= 1.0
+    assert plans.final_epsilon > 9.5  # the final run keeps most of it
+    for trial, final in zip(plans.reference.mechanisms, plans.final.mechanisms, strict=True):
+        assert trial.noise_multiplier > final.noise_multiplier
 
 
-def test_split_budget_never_overshoots_and_gives_the_rest_to_the_final_run():
-    def run(sigma: float) -> dpa.DpEvent:
-        return dpa.SelfComposedDpEvent(
-            dpa.PoissonSampledDpEvent(0.05, dpa.GaussianDpEvent(sigma)), 200
-        )
-
-    split = split_budget(
+def test_the_study_plans_never_overshoot_and_give_the_rest_to_the_final_run():
+    run = FixedSchedule(gaussian_spec("run", sample_rate=0.05, num_steps=200))
+    plans = subsampled_plans(
         epsilon=4.0, delta=DELTA, tune_fraction=0.1, mean=8, shape=GEOMETRIC,
-        tuning_share=0.2, trial_event=run, final_event=run, rtol=1e-2,
+        tuning_share=0.2, trial=run, final=run,
     )
-    assert 3.9 < split.total_epsilon <= 4.0
-    assert split.tuning_epsilon <= 0.8
-    assert split.final_epsilon > 0.8 * 4.0
+    assert 3.9 < plans.total_epsilon <= 4.0
+    assert plans.tuning_epsilon <= 0.8
+    assert plans.final_epsilon > 0.8 * 4.0
 
 
-def test_split_budget_refuses_a_share_outside_the_unit_interval():
+def test_the_study_refuses_a_tuning_share_outside_the_unit_interval():
     for share in (0.0, 1.0, -0.5, math.nan):
-        with pytest.raises(ConfigError, match="tuning share"):
-            split_budget(
-                epsilon=10.0, delta=DELTA, tune_fraction=0.1, mean=8, shape=GEOMETRIC,
-                tuning_share=share, trial_event=_dpaf_like, final_event=_dpaf_like,
-            )
+        with pytest.raises(ConfigError, match="tune-share"):
+            check_tune_share(share)
 
 
 @pytest.mark.parametrize("shape", [math.inf, 0.0, 0.5])  # Poisson, logarithmic, TNB
