@@ -40,6 +40,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from raydp_synth.errors import ConfigError
+from raydp_synth.runtime.resources import one_blas_thread
 from raydp_synth.runtime.seeding import seeded
 
 __all__ = [
@@ -247,7 +248,8 @@ class _SklearnClassifier:
         self.model = model
 
     def predict(self, images: np.ndarray) -> np.ndarray:
-        return self.model.predict(images.reshape(len(images), -1))  # type: ignore[attr-defined]
+        with one_blas_thread():
+            return self.model.predict(images.reshape(len(images), -1))  # type: ignore[attr-defined]
 
 
 def fit_classifier(
@@ -292,7 +294,7 @@ def fit_classifier(
     flat = np.asarray(images, dtype=np.float32).reshape(len(images), -1)
     model = (LogisticRegression(max_iter=1000) if kind == "logreg"
              else MLPClassifier(random_state=seed))
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), one_blas_thread():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(flat, labels)
     return _SklearnClassifier(model)

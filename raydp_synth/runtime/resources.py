@@ -7,11 +7,14 @@ import math
 import os
 from typing import Any
 
+from threadpoolctl import threadpool_limits
+
 from raydp_synth.errors import ConfigError
 
 __all__ = [
     "MIN_GPU_SHARE",
     "check_gpus",
+    "one_blas_thread",
     "gpus_ray_can_place",
     "largest_node_cpus",
     "scaling_config",
@@ -41,6 +44,19 @@ def worker_cpu_share(*, total_cpus: float, largest_node: float, workers: int,
     more than one node holds (or less than 0.05)."""
     share = (total_cpus - driver_cpus * concurrent) / (concurrent * workers)
     return max(0.05, min(largest_node, share))
+
+
+def one_blas_thread() -> threadpool_limits:
+    """A context in which NumPy's and scikit-learn's BLAS (OpenBLAS) runs on one thread.
+
+    scikit-learn's small fits (the evaluation's logistic regression and MLP, PrivImage's
+    semantic query) are memory-bound matrix-vector work. On the 2-core CPU machine a
+    logistic regression on 2,000 digits-sized images took 3.1 s with OpenBLAS's
+    default of a thread per core and 1.0 s on one; on 10,000, 3.8 s and 1.3 s; with
+    another process busy on the machine (a trial beside it, a Ray actor), 13.7 s and
+    1.1 s: OpenBLAS's threads spin waiting for a core. torch's own threads are set
+    apart (``torch.set_num_threads``; :func:`threads_for`)."""
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def threads_for(cpu_share: float) -> int:

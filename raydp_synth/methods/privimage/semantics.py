@@ -28,6 +28,7 @@ import torch
 
 from raydp_synth.data import ImageDataset
 from raydp_synth.privacy.noise import noisy_sum
+from raydp_synth.runtime.resources import one_blas_thread
 
 __all__ = ["SelectionCollapsed", "SemanticQuery", "collapsed_classes", "describe_selection",
            "release_semantic_distribution", "select_public", "semantic_histogram"]
@@ -53,7 +54,7 @@ class SemanticQuery:
         if len(semantics) < 2:
             raise ValueError("the semantic query needs public images of at least two semantics")
         self.model = LogisticRegression(max_iter=500, random_state=seed)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), one_blas_thread():
             warnings.simplefilter("ignore", ConvergenceWarning)
             self.model.fit(public.images.reshape(len(public), -1), public.labels)
         self.semantics = self.model.classes_  # semantic index s -> public label value
@@ -67,7 +68,8 @@ class SemanticQuery:
         """``int [N, min(k1, S)]``: each image's k1 most probable semantics (distinct)."""
         if len(images) == 0:
             return np.zeros((0, min(k1, self.num_semantics)), dtype=np.int64)
-        scores = self.model.predict_proba(np.asarray(images).reshape(len(images), -1))
+        with one_blas_thread():
+            scores = self.model.predict_proba(np.asarray(images).reshape(len(images), -1))
         order = np.argsort(-scores, axis=1, kind="stable")
         return order[:, : min(k1, self.num_semantics)].astype(np.int64)
 
