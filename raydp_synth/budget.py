@@ -13,8 +13,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import dp_accounting as dpa
+
+from raydp_synth.accountant.core import LEDGER_NAME, StudyBudget
+from raydp_synth.accountant.ledger import Ledger
+from raydp_synth.accountant.strategies import pricing_class
 from raydp_synth.cli import add_version_argument, run_cli
 from raydp_synth.errors import ConfigError
+from raydp_synth.privacy.events import event_from_json
+from raydp_synth.privacy.pricing import epsilon
 
 __all__ = ["ledger_statement", "main"]
 
@@ -29,40 +36,16 @@ def ledger_statement(study_dir: Path) -> tuple[dict[str, Any], list[dict[str, An
     Raises:
         ConfigError: no ledger in ``study_dir``, or one that cannot be replayed.
     """
-    from raydp_synth.accountant.core import LEDGER_NAME, StudyBudget
-    from raydp_synth.accountant.ledger import Ledger
-
     path = Path(study_dir) / LEDGER_NAME
     if not path.is_file():
         raise ConfigError(f"{path} does not exist; pass a study directory (STORAGE/NAME)")
     entries = Ledger(path).entries()
-    budget = StudyBudget.replay(entries, source=path)
-    settings = budget.settings
-    statement = {"mode": settings.mode, "epsilon": budget.spent_epsilon(),
-                 "delta": settings.delta, "budget_epsilon": settings.epsilon,
-                 "trials_granted": len(budget.grants), "trials_refused": len(budget.refused)}
-    if settings.mode == "random-stopping":
-        statement.update(distribution=settings.distribution, mean_trials=settings.trials,
-                         trial_count_secret=budget.trial_count)
-        if settings.density_ratio != 1:
-            statement.update(density_ratio=settings.density_ratio)
-    if settings.mode == "subsampled":
-        eps = budget.subsampled_epsilons()
-        statement.update(distribution=settings.distribution, mean_trials=settings.trials,
-                         trial_count_secret=budget.trial_count,
-                         tune_fraction=settings.tune_fraction, tuning_epsilon=eps["tuning"],
-                         final_run_epsilon=eps["final"])
-    return statement, entries
+    return StudyBudget.replay(entries, source=path).ledger_statement(), entries
 
 
 def _plan_epsilon(entry: dict[str, Any], delta: float) -> str:
     """The epsilon of an entry's plan, for display ("" without one, "unpriced" for a
     refused plan that RDP cannot price)."""
-    import dp_accounting as dpa
-
-    from raydp_synth.privacy.events import event_from_json
-    from raydp_synth.privacy.pricing import epsilon
-
     if "event" not in entry:
         return ""
     try:
@@ -90,23 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"study statement: ({statement['epsilon']:.4f}, {statement['delta']:g})-DP for the whole "
           f"search so far (budget epsilon {statement['budget_epsilon']:g}); "
           f"{statement['trials_granted']} trials granted, {statement['trials_refused']} refused")
-    if statement["mode"] == "random-stopping":
-        print(f"  random stopping: {statement['distribution']} with mean "
-              f"{statement['mean_trials']}; K={statement['trial_count_secret']} "
-              "(curator-only: never publish K)")
-        if "density_ratio" in statement:
-            print(f"  adaptive (dp-hypo): proposals within [1/{statement['density_ratio']:g}, "
-                  f"{statement['density_ratio']:g}] x the prior, priced by DP-HyPO's bound")
-    if statement["mode"] == "subsampled":
-        final = statement["final_run_epsilon"]
-        print(f"  subsampled tuning (Koskela & Kulkarni 2023, variant 1): tuning phase on a "
-              f"Poisson q={statement['tune_fraction']:g} subset, {statement['distribution']} "
-              f"trial count with mean {statement['mean_trials']}; K={statement['trial_count_secret']} "
-              "(curator-only: never publish K)")
-        print(f"  tuning phase epsilon {statement['tuning_epsilon']:.4f} (amplified, Zhu & Wang "
-              "2019); final run (grant*) epsilon "
-              + ("not granted yet" if final is None else f"{final:.4f}")
-              + f"; composed (RDP) {statement['epsilon']:.4f}")
+    for line in pricing_class(statement["mode"]).ledger_lines(statement):
+        print(line)
     return 0
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raydp_synth.accountant.strategies import pricing_class
 from raydp_synth.cli import add_version_argument, run_cli
 from raydp_synth.errors import ConfigError
 
@@ -172,8 +173,18 @@ def _run_row(directory: Path) -> ReportRow:
         num_synthetic=count, train_s=_timing(directory))
 
 
-def _trials(count: float) -> str:
-    return f"{count:g} trial" + ("" if count == 1 else "s")
+def _search_counts(pricing: dict[str, Any], request: dict[str, Any]) -> str:
+    """What a study's epsilon counts, in its pricing strategy's words; what the
+    release's pricing lacks comes from the study's request."""
+    mode = pricing.get("mode") or request.get("selection", "")
+    try:
+        strategy = pricing_class(mode)
+    except ConfigError:  # a study written by another version: say what it names
+        return f"whole search ({mode})"
+    known = {"tune_fraction": request.get("tune_fraction"), "mean_trials": request.get("trials"),
+             "distribution": request.get("distribution")}
+    return strategy.search_summary({**known, **{k: v for k, v in pricing.items()
+                                                if k in known or k == "trials_granted"}})
 
 
 def _study_row(directory: Path) -> ReportRow:
@@ -188,27 +199,14 @@ def _study_row(directory: Path) -> ReportRow:
         # Everything the accountant charged, the search included (also before a release).
         statement, _ = ledger_statement(directory)
         pricing.update({k: statement[k] for k in ("mode", "epsilon", "delta", "budget_epsilon")})
-        if statement["mode"] == "compose":
-            pricing["trials_granted"] = statement["trials_granted"]
+        if "trials_granted" in statement and pricing_class(statement["mode"]).live_counts:
+            pricing["trials_granted"] = statement["trials_granted"]  # public under compose
     elif privacy is None:
         raise ConfigError(f"study {directory} has neither a ledger ({LEDGER_NAME}) nor a "
                           "release/privacy.json: nothing states its epsilon")
     else:
         pricing.update(epsilon=privacy.get("epsilon"), delta=privacy.get("delta"))
-    mode = pricing.get("mode") or request.get("selection", "")
-    if mode == "subsampled":
-        q = pricing.get("tune_fraction", request.get("tune_fraction"))
-        counts = (f"whole search (subsampled q={q:g}: tuning phase + final run)"
-                  if isinstance(q, (int, float)) else "whole search (subsampled)")
-    elif mode == "random-stopping":
-        mean = pricing.get("mean_trials", request.get("trials"))
-        law = pricing.get("distribution", request.get("distribution"))
-        counts = f"whole search (random stopping, {law}, mean {_trials(mean)})" \
-            if isinstance(mean, (int, float)) else "whole search (random stopping)"
-    else:
-        granted = pricing.get("trials_granted")
-        counts = (f"whole search ({mode}, {_trials(granted)})" if granted is not None
-                  else f"whole search ({mode})")
+    counts = _search_counts(pricing, request)
     run = _optional(directory / "run.json") or {}
     if privacy is None:
         counts += "; nothing released yet"

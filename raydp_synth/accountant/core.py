@@ -9,42 +9,14 @@ guarantee of the whole study (:meth:`StudyBudget.statement`). The Ray actor
 ``python -m raydp_synth.budget`` replays one from the ledger. Every epsilon comes
 from :mod:`raydp_synth.privacy.accounting`.
 
-Privacy argument, by mode:
-
-* ``compose``: the study's output is the adaptive composition of every granted
-  plan, priced by :mod:`raydp_synth.privacy.pricing`: the smaller of RDP's epsilon
-  (RDP composes additively at every order, also when a later plan is chosen from
-  earlier DP outputs: Mironov, 2017, "Renyi Differential Privacy", Proposition 1) and
-  PLD's (the PLD composition of all grants, pessimistic estimates; PLD composition is
-  adaptive too). Both are upper bounds, so their minimum is. A plan is granted only if
-  the composition of all grants plus this plan is within the budget, so the stated
-  total never exceeds the budget. Composition only grows, so a refused plan could
-  not have fit later either.
-* ``random-stopping``: Papernot & Steinke, 2022, "Hyperparameter Tuning with Renyi
-  Differential Privacy", Theorems 2 and 6. The number of trials K is drawn once,
-  from OS entropy, when the study's header is written (:func:`new_study_header`),
-  so before any trial touches data: K must be independent of the data and of every
-  trial's output, and unknown to anyone who sees the release, which is why it is
-  drawn from ``secrets`` (not from a user seed), stored only in the curator-only
-  ledger, and never put into :meth:`StudyBudget.statement`. Every granted plan must
-  be dominated by the study's reference plan E_ref at every RDP order; the whole
-  study then costs ``RepeatAndSelectDpEvent(E_ref, mean, shape)``. A granted trial
-  counts as one of the K runs even if it crashes (score -inf). The K runs are the
-  first K configurations the search *drew*, whatever order their trials ask in:
-  the search records each draw in the ledger before it proposes the configuration
-  (:meth:`StudyBudget.decide_draw`), stops at K draws, and only drawn trials are
-  granted. With several trials at once, granting the first K to *ask* would select
-  configurations by how fast they plan (the theorem needs i.i.d. draws).
-* ``subsampled``: Koskela & Kulkarni, 2023, "Practical Differentially Private
-  Hyperparameter Tuning with Subsampling", variant 1
-  (:mod:`raydp_synth.privacy.subsampled_tuning`). The tuning phase is random stopping
-  as above (K drawn the same way, every tuning plan dominated by E_ref, where E_ref
-  and the plans are sized for the public subset size ``round(q n)``) on a Poisson(q)
-  subset of the sensitive records, priced by Zhu & Wang's amplification of
-  ``RepeatAndSelectDpEvent(E_ref, mean, shape)``; then exactly one final run on all
-  the data (a grant with ``final=True``, only after the K tuning grants), priced by
-  RDP composition of the tuning curve and the final plan's curve. The final plan is
-  granted only if that composition is within the budget.
+Privacy argument: each kind of search (the ledger header's ``mode``) is priced by
+its :class:`~raydp_synth.accountant.strategies.base.PricingStrategy`, whose module
+states the argument: ``compose``
+(:mod:`~raydp_synth.accountant.strategies.compose`), ``random-stopping``
+(:mod:`~raydp_synth.accountant.strategies.random_stopping`, and
+:mod:`~raydp_synth.accountant.strategies.dp_hypo` for an adaptive sampler) and
+``subsampled`` (:mod:`~raydp_synth.accountant.strategies.subsampled`). What every
+kind shares is here:
 
 Never refund: a granted plan counts in full even if its trial crashes, is pruned or
 stops early. Whatever the trial released before stopping (metrics, checkpoints, its
@@ -65,29 +37,41 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import dp_accounting as dpa
-import numpy as np
 
+from raydp_synth.accountant.decisions import (
+    FINAL_PHASE,
+    REASON_BUDGET,
+    REASON_CHANGED,
+    REASON_FINAL_DONE,
+    REASON_INVALID,
+    REASON_NOT_DOMINATED,
+    REASON_NOT_DRAWN,
+    REASON_RERUN,
+    REASON_TRIAL_COUNT,
+    REASON_TUNING_UNFINISHED,
+    Decision,
+    now,
+)
 from raydp_synth.accountant.ledger import Ledger
+from raydp_synth.accountant.strategies import (
+    PricingStrategy,
+    pricing_class,
+    pricing_for,
+    pricing_modes,
+)
+from raydp_synth.accountant.strategies.base import UNPRICEABLE
+from raydp_synth.accountant.strategies.subsampled import SUBSAMPLED_BOUND
 from raydp_synth.errors import ConfigError, PrivacyInvariantError
-from raydp_synth.privacy.accounting import (
-    dominates,
-    draw_trial_count,
-    parse_distribution,
-    random_stopping_epsilon,
-)
-from raydp_synth.privacy.adaptive_tuning import (
-    adaptive_random_stopping_epsilon,
-    validate_density_ratio,
-)
+from raydp_synth.privacy.accounting import draw_trial_count, parse_distribution
+from raydp_synth.privacy.adaptive_tuning import validate_density_ratio
 from raydp_synth.privacy.events import event_from_json, event_to_json
-from raydp_synth.privacy.pricing import Composition, Price, rdp_only_price
+from raydp_synth.privacy.pricing import Price
 from raydp_synth.privacy.secret_rng import secret_numpy_rng
 
 __all__ = [
@@ -116,42 +100,17 @@ __all__ = [
 LEDGER_NAME = "ledger.jsonl"
 #: The ``format`` of the study header that :func:`new_study_header` writes.
 LEDGER_FORMAT = 1
-MODES = ("compose", "random-stopping", "subsampled")
-#: The modes that draw a secret trial count K and check plans against E_ref.
-_RANDOM_STOPPING_MODES = ("random-stopping", "subsampled")
+#: The modes a ledger may name: the pricing table's.
+MODES = pricing_modes()
 #: The random-stopping header's key that says the study records its draws: a trial is
 #: granted only if it is one of the first K the search drew (``draw`` entries), so the
 #: K runs are the first K i.i.d. draws whatever order the trials ask in. A ledger
 #: without it (written before) grants the first K to ask, as it did.
 DRAW_ORDER_KEY = "draw_order"
-#: A grant entry's ``phase`` for a subsampled study's final run.
-FINAL_PHASE = "final"
-#: The name of the bound a ``subsampled`` statement states.
-SUBSAMPLED_BOUND = (
-    "Koskela & Kulkarni, NeurIPS 2023, variant 1: the tuning phase's "
-    "RepeatAndSelectDpEvent (Papernot & Steinke, ICLR 2022) on a Poisson(q) subset, "
-    "amplified by Zhu & Wang's (ICML 2019) Poisson-subsampled RDP bound, composed "
-    "(RDP, Mironov 2017) with the final run on all the data "
-    "(raydp_synth.privacy.subsampled_tuning)")
 
-#: Reasons of refusals (the start of ``reason``; the rest says what was asked).
-REASON_BUDGET = "budget exhausted"
-REASON_TRIAL_COUNT = "the study's trial count is reached"
-REASON_NOT_DRAWN = "the trial is not one of the study's K draws"
-REASON_NOT_DOMINATED = "plan is not dominated by the study's reference plan"
-REASON_INVALID = "not a valid plan"
-REASON_CHANGED = "plan differs from the one already granted to this trial"
-REASON_RERUN = "trial already ran"
-REASON_TUNING_UNFINISHED = "the tuning phase has not finished"
-REASON_FINAL_DONE = "the final run was already granted"
-
-#: What a malformed or unpriceable event raises while it is read or priced.
+#: What a malformed event raises while it is read.
 _UNREADABLE = (ConfigError, KeyError, TypeError, ValueError)
-_UNPRICEABLE = (dpa.UnsupportedEventError, TypeError, ValueError, ArithmeticError)
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+_UNPRICEABLE = UNPRICEABLE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,8 +157,7 @@ class StudySettings:
             or not (0 < self.delta < 1)
         ):
             raise ConfigError(f"the study's delta {self.delta!r} must satisfy 0 < delta < 1")
-        if self.mode not in MODES:
-            raise ConfigError(f"the pricing mode {self.mode!r} must be one of {', '.join(MODES)}")
+        pricing_class(self.mode)  # a mode of the pricing table
         if (
             isinstance(self.trials, bool)
             or not isinstance(self.trials, numbers.Integral)
@@ -217,37 +175,13 @@ class StudySettings:
                 raise ConfigError(f"the study's reference plan is not a DpEvent: {exc}") from exc
             object.__setattr__(self, "reference_event", canonical)
         object.__setattr__(self, "density_ratio", validate_density_ratio(self.density_ratio))
-        if self.density_ratio != 1 and self.mode != "random-stopping":
-            raise ConfigError("a density-ratio bound c > 1 (dp-hypo) is priced under random stopping only")
-        if self.mode == "subsampled":
-            q = self.tune_fraction
-            if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q < 1:
-                raise ConfigError(f"the tuning fraction {q!r} must be a number in (0, 1), e.g. 0.1")
-            object.__setattr__(self, "tune_fraction", float(q))
-        elif self.tune_fraction is not None:
-            raise ConfigError("a tuning fraction is priced under --selection subsampled only")
-        if self.mode in _RANDOM_STOPPING_MODES:
-            parse_distribution(self.distribution)
-            object.__setattr__(self, "distribution", self.distribution.strip().lower())
-            if self.reference_event is None:
-                raise ConfigError(
-                    "random-stopping pricing needs the study's reference plan "
-                    "(reference_event): every trial is checked against it"
-                )
-            cost = self.random_stopping_epsilon()
-            if self.mode == "subsampled" and not cost < self.epsilon:
-                raise ConfigError(
-                    f"the tuning phase alone (reference plan, mean {self.trials} trials, "
-                    f"q={self.tune_fraction:g}) costs epsilon={cost:.4g}, leaving nothing of "
-                    f"the study's epsilon {self.epsilon:g} for the final run: calibrate the "
-                    "reference plan to a share of this budget"
-                )
-            if not cost <= self.epsilon:
-                raise ConfigError(
-                    f"the reference plan repeated {self.trials} times on average "
-                    f"({self.distribution}) costs epsilon={cost:.4g} > the study's epsilon "
-                    f"{self.epsilon:g}: calibrate the reference plan to this budget"
-                )
+        for name, value in self.pricing().check(self).items():
+            object.__setattr__(self, name, value)
+
+    def pricing(self) -> type[PricingStrategy]:
+        """The pricing strategy of these settings (the mode's; DP-HyPO's bound for
+        random stopping with c > 1)."""
+        return pricing_for(self)
 
     @classmethod
     def from_header(cls, header: Mapping[str, Any], *, path: Path | str) -> StudySettings:
@@ -277,32 +211,15 @@ class StudySettings:
             raise ConfigError("this study has no reference plan")
         return event_from_json(self.reference_event)
 
-    def tuning_rdp(self) -> np.ndarray:
-        """``subsampled``: the tuning phase's RDP curve on ORDERS (random stopping of
-        E_ref amplified by the Poisson(q) draw of the subset)."""
-        from raydp_synth.privacy.subsampled_tuning import amplified_tuning_rdp
-
-        if self.mode != "subsampled" or self.tune_fraction is None:
-            raise ConfigError("only a subsampled study has a tuning phase")
-        return amplified_tuning_rdp(self.reference(), mean=self.trials, shape=self.shape,
-                                    tune_fraction=self.tune_fraction)
-
     def random_stopping_epsilon(self) -> float:
-        """Epsilon of ``RepeatAndSelectDpEvent(E_ref, trials, shape)`` at ``delta``;
-        with c = :attr:`density_ratio` > 1, DP-HyPO's bound (adaptive_tuning);
-        ``subsampled``: of the amplified tuning phase (:meth:`tuning_rdp`)."""
-        if self.mode == "subsampled":
-            from raydp_synth.privacy.subsampled_tuning import epsilon_from_rdp
+        """What the search costs, priced up front from the settings (random stopping:
+        ``RepeatAndSelectDpEvent(E_ref, trials, shape)`` at ``delta``; DP-HyPO's bound
+        with c > 1; subsampled: the amplified tuning phase).
 
-            return epsilon_from_rdp(self.tuning_rdp(), self.delta)
-        if self.density_ratio != 1:
-            return adaptive_random_stopping_epsilon(
-                self.reference(), mean=self.trials, shape=self.shape, delta=self.delta,
-                density_ratio=self.density_ratio,
-            )
-        return random_stopping_epsilon(
-            self.reference(), mean=self.trials, shape=self.shape, delta=self.delta
-        )
+        Raises:
+            ConfigError: a compose study, which is priced by its grants.
+        """
+        return self.pricing().search_epsilon(self)
 
     def header_fields(self) -> dict[str, Any]:
         """The settings as the ledger header stores (and compares) them."""
@@ -311,7 +228,7 @@ class StudySettings:
             "delta": self.delta,
             "mode": self.mode,
             "trials": self.trials,
-            "distribution": self.distribution if self.mode in _RANDOM_STOPPING_MODES else None,
+            "distribution": self.distribution if self.pricing().draws_trial_count else None,
             "reference_event": self.reference_event,
             # absent (None) for c = 1, so ledgers written before dp-hypo still match
             "density_ratio": self.density_ratio if self.density_ratio != 1 else None,
@@ -336,7 +253,7 @@ class StudySettings:
                     "under a new study name (a new study directory), or resume the study with "
                     "the same settings as the ledger's"
                 )
-        if self.mode in _RANDOM_STOPPING_MODES and not isinstance(header.get("trial_count"), int):
+        if self.pricing().draws_trial_count and not isinstance(header.get("trial_count"), int):
             raise ConfigError(f"ledger {path}: the {self.mode} header has no trial count")
 
 
@@ -355,8 +272,8 @@ def new_study_header(settings: StudySettings, *, name: str) -> dict[str, Any]:
     independent of the data. Call it once per study, before any trial runs.
     """
     header: dict[str, Any] = {"kind": "study", "format": LEDGER_FORMAT, **settings.header_fields()}
-    header.update(name=name, time=_now(), dp_accounting=version("dp-accounting"))
-    if settings.mode in _RANDOM_STOPPING_MODES:
+    header.update(name=name, time=now(), dp_accounting=version("dp-accounting"))
+    if settings.pricing().draws_trial_count:
         rng = secret_numpy_rng()
         header["trial_count"] = draw_trial_count(settings.distribution, settings.trials, rng)
         header[DRAW_ORDER_KEY] = True
@@ -369,27 +286,6 @@ def check_ledger(study_dir: str | Path, settings: StudySettings) -> None:
     entries = Ledger(path).entries()
     if entries:
         settings.check_header(entries[0], path=path)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Decision:
-    """:meth:`StudyBudget.decide`'s answer to one request.
-
-    Attributes:
-        trial_id: who asked.
-        granted: whether the plan is granted.
-        reason: why it was refused (None if granted).
-        entry: the ledger entry to append before anyone learns of the decision, then
-            to :meth:`StudyBudget.record`; None for a retried request of a grant that
-            is already recorded (nothing to append, nothing to record).
-    """
-
-    trial_id: str
-    granted: bool
-    reason: str | None
-    entry: dict[str, Any] | None
-    _composition: Composition | None = field(default=None, repr=False, compare=False)
-    _basis: int = field(default=-1, repr=False, compare=False)
 
 
 class StudyBudget:
@@ -418,21 +314,14 @@ class StudyBudget:
         self.source = source
         #: random-stopping: K, the number of trials that will be granted (secret).
         self.trial_count: int | None = header.get("trial_count")
-        self._reference = settings.reference() if settings.reference_event is not None else None
-        self._random_stopping_epsilon = (
-            settings.random_stopping_epsilon() if settings.mode == "random-stopping" else None
-        )
-        #: subsampled: the tuning phase's curve (fixed by the settings) and the final
-        #: run's granted plan (None until granted).
-        self._tuning_rdp = settings.tuning_rdp() if settings.mode == "subsampled" else None
-        self._final_event: dpa.DpEvent | None = None
-        self._composition = Composition()  # compose mode: every grant, in ledger order
+        #: How this kind of search is priced, with its pricing state.
+        self.pricing: PricingStrategy = settings.pricing()(settings)
         self._grants: dict[str, dict[str, Any]] = {}
         self._refused: set[str] = set()
         #: random-stopping with a draw-ordered ledger: the trials the search drew, in
         #: the order it drew them (at most K); None: grants go to the first K to ask.
         self._draws: dict[str, None] | None = (
-            {} if settings.mode in _RANDOM_STOPPING_MODES and header.get(DRAW_ORDER_KEY)
+            {} if self.pricing.draws_trial_count and header.get(DRAW_ORDER_KEY)
             else None)
         self._recorded = 0  # entries applied or recorded: the state a decision is based on
 
@@ -491,22 +380,19 @@ class StudyBudget:
         kind = entry.get("kind")
         trial_id = entry.get("trial_id")
         if kind == "grant":
+            if entry.get("phase") == FINAL_PHASE and (
+                    not self.pricing.has_final_run or self.pricing.final_runs()):
+                raise ConfigError(
+                    f"ledger {self.source}, line {line}: a final-run grant in a "
+                    f"{self.settings.mode} study that cannot have one; restore the "
+                    "ledger from a backup")
             try:
-                event = event_from_json(entry["event"])
-                if self.settings.mode == "compose":
-                    self._composition = self._composition.plus(event)
+                self.pricing.take_grant(event_from_json(entry["event"]), entry)
             except (*_UNREADABLE, *_UNPRICEABLE) as exc:
                 raise ConfigError(
                     f"ledger {self.source}, line {line}: grant with an unreadable "
                     f"event ({exc}); restore the ledger from a backup"
                 ) from exc
-            if entry.get("phase") == FINAL_PHASE:
-                if self.settings.mode != "subsampled" or self._final_event is not None:
-                    raise ConfigError(
-                        f"ledger {self.source}, line {line}: a final-run grant in a "
-                        f"{self.settings.mode} study that cannot have one; restore the "
-                        "ledger from a backup")
-                self._final_event = event
             self._grants.setdefault(str(trial_id), dict(entry))
             self._refused.discard(str(trial_id))
         elif kind == "refusal":
@@ -578,9 +464,9 @@ class StudyBudget:
         if trial_id in self._draws:
             return True, None
         assert self.trial_count is not None
-        if self._final_event is not None or len(self._draws) >= self.trial_count:
+        if self.pricing.drawing_closed() or len(self._draws) >= self.trial_count:
             return False, None
-        return True, {"kind": "draw", "trial_id": trial_id, "time": _now()}
+        return True, {"kind": "draw", "trial_id": trial_id, "time": now()}
 
     def undraw_entry(self, trial_ids: Sequence[str] | None = None, *,
                      keep: Sequence[str] = ()) -> dict[str, Any] | None:
@@ -592,7 +478,7 @@ class StudyBudget:
         pending = self.undecided_draws(trial_ids, keep=keep)
         if not pending:
             return None
-        return {"kind": "undraw", "trial_ids": pending, "time": _now()}
+        return {"kind": "undraw", "trial_ids": pending, "time": now()}
 
     def undecided_draws(self, trial_ids: Sequence[str] | None = None, *,
                         keep: Sequence[str] = ()) -> list[str]:
@@ -617,37 +503,12 @@ class StudyBudget:
 
     def tuning_grants(self) -> int:
         """Grants of trials (every grant but a subsampled study's final run)."""
-        return len(self._grants) - (self._final_event is not None)
-
-    def subsampled_epsilons(self) -> dict[str, float | None]:
-        """``subsampled``: the tuning phase's epsilon alone, the final run's alone
-        (None before its grant) and their composition (variant 1; the tuning phase
-        alone before the final grant), all by RDP at the study's delta."""
-        from raydp_synth.privacy.accounting import rdp_curve
-        from raydp_synth.privacy.subsampled_tuning import epsilon_from_rdp, variant1_rdp
-
-        if self._tuning_rdp is None:
-            raise ConfigError("only a subsampled study has a tuning phase")
-        delta = self.settings.delta
-        tuning = epsilon_from_rdp(self._tuning_rdp, delta)
-        if self._final_event is None:
-            return {"tuning": tuning, "final": None, "total": tuning}
-        return {
-            "tuning": tuning,
-            "final": epsilon_from_rdp(rdp_curve(self._final_event), delta),
-            "total": epsilon_from_rdp(variant1_rdp(self._tuning_rdp, self._final_event), delta),
-        }
+        return len(self._grants) - self.pricing.final_runs()
 
     def spent_price(self) -> Price | None:
-        """The study's epsilon so far by each accountant (None: nothing granted in
-        compose mode). random-stopping: RDP alone (the theorem is an RDP theorem).
-        subsampled: RDP alone, the tuning phase's (priced in full from the start, as
-        random stopping's), composed with the final run once it is granted."""
-        if self._tuning_rdp is not None:
-            return rdp_only_price(float(self.subsampled_epsilons()["total"] or 0.0))
-        if self._random_stopping_epsilon is not None:
-            return rdp_only_price(self._random_stopping_epsilon)
-        return self._composition.price(self.settings.delta) if self._grants else None
+        """The study's epsilon so far by each accountant (None: nothing spent yet),
+        as the study's pricing strategy prices it."""
+        return self.pricing.spent_price(self)
 
     def spent_epsilon(self) -> float:
         """The study's epsilon so far, as :meth:`statement` states it."""
@@ -658,25 +519,21 @@ class StudyBudget:
         return max(0.0, self.settings.epsilon - self.spent_epsilon())
 
     def can_grant(self) -> bool:
-        """random-stopping: whether K still allows a grant; subsampled: whether K
-        still allows a tuning trial (the final run is granted apart); compose:
-        whether any budget is left at all (a given plan may still not fit)."""
-        if self.settings.mode in _RANDOM_STOPPING_MODES:
-            return not self.search_finished()
-        return self.spent_epsilon() < self.settings.epsilon
+        """Whether any further grant is possible (random stopping: whether K still
+        allows a tuning trial; compose: whether any budget is left at all; a given
+        plan may still not fit)."""
+        return self.pricing.can_grant(self)
 
     def granted_events(self) -> list[dict[str, Any]]:
         """The granted plans' events (``event_to_json``), in grant order."""
         return [g["event"] for g in self._grants.values()]
 
     def statement(self) -> dict[str, Any]:
-        """The guarantee of the whole study, priced from the grants by dp-accounting.
-
-        compose: the composition of every grant, the smaller of RDP's and PLD's
-        epsilon (``accountant`` names the one stated, ``pricing`` gives both).
-        random-stopping: RDP's epsilon of ``RepeatAndSelectDpEvent(E_ref, mean=trials,
-        shape)``; never K itself, nor the number of trials run (which is K once the
-        study is finished).
+        """The guarantee of the whole study, priced from the grants by dp-accounting:
+        the fields every statement has, then the pricing strategy's
+        (:meth:`~raydp_synth.accountant.strategies.base.PricingStrategy.statement_fields`).
+        Never K itself, nor the number of trials run under random stopping (which is
+        K once the study is finished).
         """
         s = self.settings
         spent = self.spent_price()
@@ -690,41 +547,16 @@ class StudyBudget:
         }
         if spent is not None:
             common["pricing"] = spent.to_dict()
-        if s.mode == "compose":
-            return {
-                **common,
-                "trials_granted": len(self._grants),
-                "events": self.granted_events(),
-            }
-        if s.mode == "subsampled":
-            eps = self.subsampled_epsilons()
-            return {
-                **common,
-                "selection": "subsampled",
-                "variant": 1,
-                "tune_fraction": s.tune_fraction,
-                "distribution": s.distribution,
-                "mean_trials": s.trials,
-                "reference_event": s.reference_event,
-                "tuning_epsilon": eps["tuning"],
-                "final_run_epsilon": eps["final"],
-                "total_epsilon": eps["total"],
-                "final_event": None if self._final_event is None
-                else event_to_json(self._final_event),
-                "theorem": SUBSAMPLED_BOUND,
-            }
-        return {
-            **common,
-            "distribution": s.distribution,
-            "mean_trials": s.trials,
-            "reference_event": s.reference_event,
-            "theorem": "Papernot & Steinke, ICLR 2022 (RepeatAndSelectDpEvent)"
-            if s.density_ratio == 1 else
-            f"Wang, Gao, Zhang, Su & Shen, NeurIPS 2023 (DP-HyPO, Theorem 1), proposals within "
-            f"[1/{s.density_ratio:g}, {s.density_ratio:g}] x prior, over Papernot & Steinke's "
-            "RepeatAndSelectDpEvent (raydp_synth.privacy.adaptive_tuning)",
-            **({"density_ratio": s.density_ratio} if s.density_ratio != 1 else {}),
-        }
+        return {**common, **self.pricing.statement_fields(self)}
+
+    def ledger_statement(self) -> dict[str, Any]:
+        """The curator's view (``python -m raydp_synth.budget``): the spent epsilon,
+        the counts, and the pricing strategy's own fields (random stopping: K, which
+        the ledger holds and the curator must never publish)."""
+        s = self.settings
+        return {"mode": s.mode, "epsilon": self.spent_epsilon(), "delta": s.delta,
+                "budget_epsilon": s.epsilon, "trials_granted": len(self._grants),
+                "trials_refused": len(self._refused), **self.pricing.ledger_fields(self)}
 
     # -- decisions ---------------------------------------------------------------
 
@@ -756,12 +588,12 @@ class StudyBudget:
             plan = event_from_json(event)
             event_json = event_to_json(plan)
         except _UNREADABLE as exc:
-            return self._refusal(trial_id, f"{REASON_INVALID}: {exc}", None)
+            return self.refusal(trial_id, f"{REASON_INVALID}: {exc}", None)
 
         prior = self._grants.get(trial_id)
         if prior is not None:
             if prior.get("attempt") != attempt:
-                return self._refusal(
+                return self.refusal(
                     trial_id,
                     f"{REASON_RERUN}: trial {trial_id} was granted to another attempt; a "
                     "granted trial is never rerun (its grant stays spent)",
@@ -769,97 +601,16 @@ class StudyBudget:
                 )
             if prior["event"] == event_json:
                 return Decision(trial_id=trial_id, granted=True, reason=None, entry=None)
-            return self._refusal(
+            return self.refusal(
                 trial_id,
                 f"{REASON_CHANGED}: a trial's plan cannot change after its grant; "
                 "give the new plan a new trial id",
                 event_json,
             )
 
-        if final and self.settings.mode != "subsampled":
-            return self._refusal(
-                trial_id, f"{REASON_INVALID}: a final run is priced in subsampled mode only",
-                event_json)
         if final:
-            return self._decide_final(trial_id, plan, event_json, attempt)
-
-        if self.settings.mode == "compose":
-            try:
-                composed = self._composition.plus(plan)
-            except _UNPRICEABLE as exc:
-                return self._refusal(
-                    trial_id, f"{REASON_INVALID}: RDP cannot price it ({exc})", event_json
-                )
-            total = composed.epsilon(self.settings.delta)
-            if not total <= self.settings.epsilon:  # NaN-safe: NaN is refused
-                return self._refusal(
-                    trial_id,
-                    f"{REASON_BUDGET}: granting this plan would bring the study to "
-                    f"epsilon={total:.6g} > budget {self.settings.epsilon:g} "
-                    f"(spent so far {self.spent_epsilon():.6g}, at "
-                    f"delta={self.settings.delta:g})",
-                    event_json,
-                )
-            return self._grant(trial_id, event_json, composed, attempt)
-
-        if self.trial_count is None or self._reference is None:
-            raise PrivacyInvariantError(
-                f"a {self.settings.mode} study without its trial count or reference plan")
-        if self._final_event is not None:
-            return self._refusal(trial_id, f"{REASON_TRIAL_COUNT}: {REASON_FINAL_DONE}",
-                                 event_json)
-        if self.tuning_grants() >= self.trial_count:
-            return self._refusal(trial_id, REASON_TRIAL_COUNT, event_json)
-        if self._draws is not None and trial_id not in self._draws:
-            return self._refusal(
-                trial_id, f"{REASON_NOT_DRAWN}: grants go to the first K trials the search "
-                "drew, in the order it drew them, not to the first to ask", event_json)
-        try:
-            covered = dominates(self._reference, plan)
-        except _UNPRICEABLE as exc:
-            return self._refusal(
-                trial_id, f"{REASON_INVALID}: RDP cannot price it ({exc})", event_json
-            )
-        if not covered:
-            return self._refusal(
-                trial_id,
-                f"{REASON_NOT_DOMINATED} at every RDP order: calibrate the trial against "
-                "the reference plan (more noise, fewer steps or a lower sample rate)",
-                event_json,
-            )
-        return self._grant(trial_id, event_json, self._composition, attempt)
-
-    def _decide_final(self, trial_id: str, plan: dpa.DpEvent, event_json: dict[str, Any],
-                      attempt: str | None) -> Decision:
-        """A subsampled study's final run: after exactly K tuning grants (the theorem
-        prices the best of K), once, and only if tuning + final fits the budget."""
-        from raydp_synth.privacy.subsampled_tuning import epsilon_from_rdp, variant1_rdp
-
-        if self.trial_count is None or self._tuning_rdp is None:
-            raise PrivacyInvariantError("a subsampled study without its trial count or curve")
-        if self._final_event is not None:
-            return self._refusal(trial_id, REASON_FINAL_DONE, event_json)
-        if not self.search_finished():
-            return self._refusal(
-                trial_id, f"{REASON_TUNING_UNFINISHED}: the final run is granted after the "
-                "study's random number of tuning trials", event_json)
-        try:
-            total = epsilon_from_rdp(variant1_rdp(self._tuning_rdp, plan), self.settings.delta)
-        except _UNPRICEABLE as exc:
-            return self._refusal(
-                trial_id, f"{REASON_INVALID}: RDP cannot price it ({exc})", event_json)
-        if not total <= self.settings.epsilon:  # NaN-safe
-            return self._refusal(
-                trial_id,
-                f"{REASON_BUDGET}: the tuning phase composed with this final run would bring "
-                f"the study to epsilon={total:.6g} > budget {self.settings.epsilon:g} "
-                f"(tuning phase {self.spent_epsilon():.6g}, at delta={self.settings.delta:g})",
-                event_json,
-            )
-        decision = self._grant(trial_id, event_json, self._composition, attempt)
-        assert decision.entry is not None
-        decision.entry["phase"] = FINAL_PHASE
-        return decision
+            return self.pricing.decide_final(self, trial_id, plan, event_json, attempt)
+        return self.pricing.decide(self, trial_id, plan, event_json, attempt)
 
     def record(self, decision: Decision) -> None:
         """Take a decision into the state, once its ``entry`` is durable.
@@ -880,40 +631,38 @@ class StudyBudget:
             )
         trial_id = decision.trial_id
         if decision.granted:
-            if decision._composition is None:
-                raise PrivacyInvariantError("a grant without the composition it was decided on")
-            self._composition = decision._composition
-            if decision.entry.get("phase") == FINAL_PHASE:
-                self._final_event = event_from_json(decision.entry["event"])
+            self.pricing.take_grant(event_from_json(decision.entry["event"]), decision.entry,
+                                    state=decision._state)
             self._grants[trial_id] = decision.entry
             self._refused.discard(trial_id)
         elif trial_id not in self._grants:
             self._refused.add(trial_id)
         self._recorded += 1
 
-    def _refusal(
+    def refusal(
         self, trial_id: str, reason: str, event_json: dict[str, Any] | None
     ) -> Decision:
+        """A refusal of ``trial_id``'s plan, decided on the current state."""
         entry: dict[str, Any] = {"kind": "refusal", "trial_id": trial_id, "reason": reason}
         if event_json is not None:
             entry["event"] = event_json
-        entry["time"] = _now()
+        entry["time"] = now()
         return Decision(
             trial_id=trial_id, granted=False, reason=reason, entry=entry, _basis=self._recorded
         )
 
-    def _grant(
-        self,
-        trial_id: str,
-        event_json: dict[str, Any],
-        composed: Composition,
-        attempt: str | None,
+    def grant(
+        self, trial_id: str, event_json: dict[str, Any], attempt: str | None, *,
+        state: Any = None,
     ) -> Decision:
-        entry = {"kind": "grant", "trial_id": trial_id, "event": event_json, "time": _now()}
+        """A grant of ``trial_id``'s plan, decided on the current state; ``state``: the
+        pricing state after it (compose: the composition with it), taken into the
+        pricing strategy when the grant is recorded."""
+        entry = {"kind": "grant", "trial_id": trial_id, "event": event_json, "time": now()}
         if attempt is not None:
             entry["attempt"] = attempt
         return Decision(
             trial_id=trial_id, granted=True, reason=None, entry=entry,
-            _composition=composed, _basis=self._recorded,
+            _state=state, _basis=self._recorded,
         )
 

@@ -33,6 +33,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from raydp_synth.accountant.strategies import PRICING
+
 __all__ = ["BUDGET_GAUGES", "LIVE_MODES", "PROMETHEUS_PREFIX", "STUDY_TAG", "HeldGauges",
            "budget_gauges", "prometheus_name", "release_values", "running_values"]
 
@@ -50,20 +52,28 @@ BUDGET_GAUGES: dict[str, tuple[str, str]] = {
 #: What Ray's metrics agent puts before an application metric's name.
 PROMETHEUS_PREFIX = "ray_"
 
-#: The pricing modes whose gauges follow the study while it runs: only compose, whose
-#: trial count is public. Every other mode (and a mode added later) exports nothing
-#: until its release: fail closed.
-LIVE_MODES = frozenset({"compose"})
+#: The pricing modes whose gauges follow the study while it runs: those whose pricing
+#: strategy says its counts are public (``live_counts``: compose, whose trial count is
+#: public). Every other mode (and a mode added later, unless it says so) exports
+#: nothing until its release: fail closed.
+LIVE_MODES = frozenset(mode for mode, pricing in PRICING.items() if pricing.live_counts)
 
 #: The gauges of a mode outside :data:`LIVE_MODES`: the budget, never a count.
 _RELEASE_GAUGES = ("spent", "remaining")
+
+
+def _live(mode: str) -> bool:
+    """Whether ``mode``'s pricing strategy publishes its counts while the study runs
+    (an unknown mode does not)."""
+    pricing = PRICING.get(mode)
+    return pricing is not None and pricing.live_counts
 
 
 def budget_gauges(mode: str) -> dict[str, tuple[str, str]]:
     """The gauges (:data:`BUDGET_GAUGES` entries) that a study priced by ``mode``
     registers with Ray: all four under compose; ``spent`` and ``remaining`` otherwise
     (a count of grants or refusals would tell K)."""
-    keys = BUDGET_GAUGES if mode in LIVE_MODES else _RELEASE_GAUGES
+    keys = BUDGET_GAUGES if _live(mode) else _RELEASE_GAUGES
     return {key: BUDGET_GAUGES[key] for key in keys}
 
 
@@ -72,7 +82,7 @@ def running_values(mode: str, *, spent_epsilon: float, remaining_epsilon: float,
     """What the accountant sets after each decision while the study runs: every gauge
     under compose; nothing otherwise (not even the epsilon: a subsampled study's moves
     when its tuning phase ends, which tells when the K-th trial finished)."""
-    if mode not in LIVE_MODES:
+    if not _live(mode):
         return {}
     return {"spent": float(spent_epsilon), "remaining": float(remaining_epsilon),
             "granted": float(trials_granted), "refused": float(trials_refused)}

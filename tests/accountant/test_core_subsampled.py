@@ -137,7 +137,7 @@ def test_the_final_run_is_refused_beyond_the_total_before_k_and_twice(split) -> 
     greedy = budget.decide("final", event_to_json(_trial(_final_sigma(split) * 0.98)),
                            final=True)
     assert not greedy.granted and greedy.reason.startswith(REASON_BUDGET)
-    assert budget.spent_epsilon() == pytest.approx(budget.subsampled_epsilons()["tuning"])
+    assert budget.spent_epsilon() == pytest.approx(budget.ledger_statement()["tuning_epsilon"])
     _apply(budget, budget.decide("final", final, final=True))
     again = budget.decide("final2", final, final=True)
     assert not again.granted and again.reason == REASON_FINAL_DONE

@@ -206,6 +206,7 @@ def test_planned_tuning_trials_and_final_run_are_granted_within_the_total() -> N
         StudySettings,
         new_study_header,
     )
+    from raydp_synth.accountant.strategies.subsampled import SubsampledPricing
     from raydp_synth.methods import get_method
     from raydp_synth.methods.base import DataInfo
     from raydp_synth.privacy.events import event_to_json
@@ -231,9 +232,9 @@ def test_planned_tuning_trials_and_final_run_are_granted_within_the_total() -> N
                               delta=1e-5, score_share=0.2)
     budget.take_draws(budget.decide_draw("t")[1])  # the search's draw, then the grant
     budget.record(budget.decide("t", event_to_json(trial.event())))
-    assert budget.subsampled_epsilons()["tuning"] == pytest.approx(1.0, rel=2e-3)
+    assert budget.ledger_statement()["tuning_epsilon"] == pytest.approx(1.0, rel=2e-3)
     final = plan_for_subsampled_final(dpaf, dpaf.make_config(small, data), data,
-                                      tuning_rdp=tuple(settings.tuning_rdp()), target_epsilon=eps,
+                                      tuning_rdp=tuple(SubsampledPricing.tuning_rdp(settings)), target_epsilon=eps,
                                       delta=1e-5, score_share=0.2)
     louder = replace(final, mechanisms=tuple(replace(m, noise_multiplier=m.noise_multiplier * 0.97)
                                              for m in final.mechanisms))
