@@ -41,6 +41,7 @@ LAYERS = (
     "report",
     "sample",
     "dashboard",
+    "self_check",
     "console",
 )
 

@@ -44,6 +44,7 @@ METRICS_PORT = 8080
 
 RAY_VERSION = version("ray")
 TORCH_VERSION = version("torch").split("+")[0]
+TORCHVISION_VERSION = version("torchvision").split("+")[0]
 
 
 # ---------------------------------------------------------------- helpers
@@ -221,7 +222,8 @@ def test_the_repository_is_installed_on_every_node(name: str) -> None:
     for local in mounts.values():  # relative to the repository root, where `ray up` runs
         assert (REPO / local).exists(), local
     setup = " ; ".join(config["setup_commands"])
-    assert f'"torch=={TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cu' in setup
+    assert (f'"torch=={TORCH_VERSION}" "torchvision=={TORCHVISION_VERSION}" '
+            '--index-url https://download.pytorch.org/whl/cu') in setup
     # Installed like the wheel (.ci/wheel_check), rebuilt on every re-sync; not editable.
     assert (f'--reinstall-package raydp_synth ~/raydp_synth '
             f'"ray[default,tune,train]=={RAY_VERSION}"') in setup
@@ -567,3 +569,41 @@ def test_the_package_pins_the_ray_of_the_cluster_files() -> None:
     assert pins == [f"ray[tune,train,default]=={RAY_VERSION}"], pins
     for name in ("Dockerfile", "aws.yaml", "gcp.yaml"):
         assert f'"ray[default,tune,train]=={RAY_VERSION}"' in (CLUSTER / name).read_text(), name
+
+
+def test_every_image_and_node_installs_torchvision_from_torchs_index_and_self_checks() -> None:
+    """torch and torchvision come from one index in one command (PyPI's torchvision is
+    built for another CUDA than the cu128 torch and fails to load its operators); the
+    package's install keeps both pins; then `raydp-synth self-check` runs, so a broken
+    install fails the build or the node's setup. The versions are the ones CI installs."""
+    ci = (REPO / ".ci" / "run").read_text()
+    assert f"torch=={TORCH_VERSION} torchvision=={TORCHVISION_VERSION}" in ci
+    for name in ("Dockerfile", "aws.yaml", "gcp.yaml"):
+        text = (CLUSTER / name).read_text()
+        index = r'(https://download\.pytorch\.org/whl/cu\d+|"\$\{TORCH_INDEX_URL\}")'
+        together = re.search(r'"torch==\S+" "torchvision==\S+"\s*\\?\s*--index-url ' + index,
+                             text)
+        assert together, f"{name}: torch and torchvision from one index"
+        assert text.count("torchvision==") >= 2, f"{name}: the package's install keeps the pin"
+        assert "raydp-synth self-check" in text, name
+        install = text.index("--reinstall-package raydp_synth") if name != "Dockerfile" \
+            else text.index("/tmp/raydp_synth_src \"ray")
+        assert text.index("raydp-synth self-check") > install, name
+    docker = (CLUSTER / "Dockerfile").read_text()
+    assert f"ARG TORCH_VERSION={TORCH_VERSION}" in docker
+    assert f"ARG TORCHVISION_VERSION={TORCHVISION_VERSION}" in docker
+    assert re.search(r"ARG TORCH_INDEX_URL=https://download\.pytorch\.org/whl/cu\d+", docker)
+
+
+def test_self_check_runs_here_and_says_what_it_checked() -> None:
+    """The command the images run: exit 0 on this CPU machine (its PyPI torchvision
+    does not load beside the CPU torch: a warning, raydp_synth never imports it)."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "raydp_synth.self_check"], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    names = [line.split()[1].rstrip(":") for line in run.stdout.splitlines()]
+    assert names == ["versions", "torchvision", "imports", "gpu"], run.stdout
+    assert "FAIL" not in run.stdout
