@@ -181,7 +181,7 @@ class BudgetAccountant:
         otherwise none, :func:`~raydp_synth.accountant.gauges.running_values`)."""
         values = running_values(
             self._budget.settings.mode, spent_epsilon=self._budget.spent_epsilon(),
-            remaining_epsilon=self._budget.remaining_epsilon(),
+            unspent_epsilon=self._budget.unspent_epsilon(),
             trials_granted=len(self._budget.grants), trials_refused=len(self._budget.refused))
         for key, value in values.items():
             self._gauges.set(key, value, {STUDY_TAG: self._name})
@@ -320,6 +320,14 @@ class BudgetAccountant:
             self._publish()
         return granted
 
+    def fits(self, event: dict[str, Any]) -> bool:
+        """Whether a plan of this size would be granted to a new trial now (compose:
+        the composition with it is within the budget; random stopping: dominated by
+        E_ref). A question: nothing is granted or recorded
+        (:meth:`~raydp_synth.accountant.core.StudyBudget.fits`). The unspent epsilon
+        does not answer it: composition is not additive."""
+        return self._budget.fits(event)
+
     def granted_events(self) -> list[dict[str, Any]]:
         """The granted plans' events (``event_to_json``), in grant order: a compose
         study sizes the next trial's plan against them."""
@@ -335,14 +343,14 @@ class BudgetAccountant:
         """Set the budget gauges to the statement's totals; the study's driver calls it
         once its release is written. Under every mode but compose this is the only
         time they are set (:func:`~raydp_synth.accountant.gauges.release_values`:
-        spent and remaining epsilon, never a count). Idempotent. Returns the values."""
+        spent and unspent epsilon, never a count). Idempotent. Returns the values."""
         values = release_values(self._budget.statement())
         for key, value in values.items():
             self._gauges.set(key, value, {STUDY_TAG: self._name})
         return values
 
     def status(self) -> dict[str, Any]:
-        """Curator-facing progress: spent and remaining epsilon, trials granted/refused.
+        """Curator-facing progress: spent and unspent epsilon, trials granted/refused.
 
         ``can_grant``: random-stopping: whether the (internal) trial count K still
         allows a grant; compose: whether any budget is left at all (a given plan may
@@ -358,7 +366,7 @@ class BudgetAccountant:
             "budget_epsilon": budget.settings.epsilon,
             "delta": budget.settings.delta,
             "spent_epsilon": spent,
-            "remaining_epsilon": max(0.0, budget.settings.epsilon - spent),
+            "unspent_epsilon": max(0.0, budget.settings.epsilon - spent),
             "trials_granted": len(budget.grants),
             "trials_refused": len(budget.refused),
             "can_grant": self._ledger_error is None and budget.can_grant(),

@@ -515,8 +515,22 @@ class StudyBudget:
         spent = self.spent_price()
         return 0.0 if spent is None else spent.epsilon
 
-    def remaining_epsilon(self) -> float:
+    def unspent_epsilon(self) -> float:
+        """The budget less the spent epsilon. Not what one more plan may use:
+        composition is not additive (two plans of epsilon 2 compose to less than 4),
+        so a plan of a larger epsilon may still fit; :meth:`fits` answers for a plan."""
         return max(0.0, self.settings.epsilon - self.spent_epsilon())
+
+    def fits(self, event: Any) -> bool:
+        """Whether the plan ``event`` (``event_to_json`` data) would be granted to a new
+        trial now, by the study's pricing (compose: the composition with it is within
+        the budget; random stopping: it is dominated by E_ref, whatever K). Changes
+        nothing and records nothing."""
+        try:
+            plan = event_from_json(event)
+        except _UNREADABLE:
+            return False
+        return self.pricing.fits(self, plan)
 
     def can_grant(self) -> bool:
         """Whether any further grant is possible (random stopping: whether K still

@@ -23,7 +23,7 @@ port may learn, so it depends on the study's pricing mode (:func:`budget_gauges`
   the secret K (Papernot & Steinke's theorem prices the output without it), and the
   spent epsilon of a subsampled study moves when the tuning phase ends. No count
   gauge exists, and nothing is set while the study runs; ``spent`` and
-  ``remaining`` are set once, at the release, to the statement's totals.
+  ``unspent`` are set once, at the release, to the statement's totals.
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ STUDY_TAG = "study"
 #: Key -> (Ray metric name, description), one gauge per key, tagged by study.
 BUDGET_GAUGES: dict[str, tuple[str, str]] = {
     "spent": ("raydp_synth_epsilon_spent", "Epsilon of the study so far"),
-    "remaining": ("raydp_synth_epsilon_remaining", "Budget epsilon minus spent epsilon"),
+    "unspent": ("raydp_synth_epsilon_unspent",
+                "Budget epsilon minus spent epsilon (not what one more plan may use: "
+                "composition is not additive)"),
     "granted": ("raydp_synth_trials_granted", "Trials whose plan was granted"),
     "refused": ("raydp_synth_trials_refused", "Trials refused and never granted"),
 }
@@ -59,7 +61,7 @@ PROMETHEUS_PREFIX = "ray_"
 LIVE_MODES = frozenset(mode for mode, pricing in PRICING.items() if pricing.live_counts)
 
 #: The gauges of a mode outside :data:`LIVE_MODES`: the budget, never a count.
-_RELEASE_GAUGES = ("spent", "remaining")
+_RELEASE_GAUGES = ("spent", "unspent")
 
 
 def _live(mode: str) -> bool:
@@ -71,20 +73,20 @@ def _live(mode: str) -> bool:
 
 def budget_gauges(mode: str) -> dict[str, tuple[str, str]]:
     """The gauges (:data:`BUDGET_GAUGES` entries) that a study priced by ``mode``
-    registers with Ray: all four under compose; ``spent`` and ``remaining`` otherwise
+    registers with Ray: all four under compose; ``spent`` and ``unspent`` otherwise
     (a count of grants or refusals would tell K)."""
     keys = BUDGET_GAUGES if _live(mode) else _RELEASE_GAUGES
     return {key: BUDGET_GAUGES[key] for key in keys}
 
 
-def running_values(mode: str, *, spent_epsilon: float, remaining_epsilon: float,
+def running_values(mode: str, *, spent_epsilon: float, unspent_epsilon: float,
                    trials_granted: int, trials_refused: int) -> dict[str, float]:
     """What the accountant sets after each decision while the study runs: every gauge
     under compose; nothing otherwise (not even the epsilon: a subsampled study's moves
     when its tuning phase ends, which tells when the K-th trial finished)."""
     if not _live(mode):
         return {}
-    return {"spent": float(spent_epsilon), "remaining": float(remaining_epsilon),
+    return {"spent": float(spent_epsilon), "unspent": float(unspent_epsilon),
             "granted": float(trials_granted), "refused": float(trials_refused)}
 
 
@@ -93,7 +95,7 @@ def release_values(statement: Mapping[str, Any]) -> dict[str, float]:
     release's privacy.json states anyway): the spent epsilon and what is left of the
     budget. No count, under any mode."""
     spent = float(statement["epsilon"])
-    return {"spent": spent, "remaining": max(0.0, float(statement["budget_epsilon"]) - spent)}
+    return {"spent": spent, "unspent": max(0.0, float(statement["budget_epsilon"]) - spent)}
 
 
 def prometheus_name(name: str) -> str:

@@ -173,7 +173,7 @@ def test_never_overspends_under_concurrent_requests(ray_local, tmp_path_factory,
         assert statement["trials_granted"] == len(granted)
         status = ray.get(handle.status.remote())
         assert status["trials_refused"] == len(by_trial) - len(granted)
-        assert status["remaining_epsilon"] == pytest.approx(budget - spent)
+        assert status["unspent_epsilon"] == pytest.approx(budget - spent)
     finally:
         ray.kill(handle, no_restart=True)
 
@@ -199,7 +199,7 @@ def test_refuses_at_exhaustion_with_a_clear_reason(ray_local, tmp_path):
         assert third["reason"].startswith(f"{REASON_BUDGET}: granting this plan")
         assert third["spent_epsilon"] == budget
         status = ray.get(handle.status.remote())
-        assert status["spent_epsilon"] == budget and status["remaining_epsilon"] == 0.0
+        assert status["spent_epsilon"] == budget and status["unspent_epsilon"] == 0.0
         assert status["trials_granted"] == 2 and status["trials_refused"] == 1
         assert not status["can_grant"]
         tiny = _plan(50.0, 0.001, 1)  # the budget is used up exactly: nothing fits

@@ -348,7 +348,7 @@ def test_refuses_at_exhaustion_with_a_clear_reason(tmp_path):
     third = study.request("c", plan)
     assert not third.granted
     assert third.reason.startswith(f"{REASON_BUDGET}: granting this plan")
-    assert study.budget.spent_epsilon() == budget and study.budget.remaining_epsilon() == 0.0
+    assert study.budget.spent_epsilon() == budget and study.budget.unspent_epsilon() == 0.0
     assert len(study.budget.grants) == 2 and study.budget.refused == {"c"}
     assert not study.budget.can_grant()
     assert not study.request("d", _plan(50.0, 0.001, 1)).granted  # nothing fits

@@ -25,6 +25,7 @@ from raydp_synth.accountant.gauges import (
     BUDGET_GAUGES,
     LIVE_MODES,
     budget_gauges,
+    prometheus_name,
     release_values,
     running_values,
 )
@@ -57,26 +58,26 @@ def test_only_compose_follows_the_study_live() -> None:
 
 def test_compose_registers_and_sets_every_gauge_while_it_runs() -> None:
     assert budget_gauges("compose") == BUDGET_GAUGES
-    values = running_values("compose", spent_epsilon=1.5, remaining_epsilon=2.5,
+    values = running_values("compose", spent_epsilon=1.5, unspent_epsilon=2.5,
                             trials_granted=2, trials_refused=1)
-    assert values == {"spent": 1.5, "remaining": 2.5, "granted": 2.0, "refused": 1.0}
+    assert values == {"spent": 1.5, "unspent": 2.5, "granted": 2.0, "refused": 1.0}
 
 
 @pytest.mark.parametrize("mode", [*SECRET_COUNT_MODES, "a-mode-added-later"])
 def test_a_secret_trial_count_has_no_count_gauge_and_nothing_set_while_it_runs(mode: str) -> None:
     registered = budget_gauges(mode)
-    assert set(registered) == {"spent", "remaining"}
+    assert set(registered) == {"spent", "unspent"}
     names = {name for name, _ in registered.values()}
     assert "raydp_synth_trials_granted" not in names and "raydp_synth_trials_refused" not in names
-    assert running_values(mode, spent_epsilon=1.0, remaining_epsilon=1.0,
+    assert running_values(mode, spent_epsilon=1.0, unspent_epsilon=1.0,
                           trials_granted=7, trials_refused=3) == {}
 
 
 def test_the_release_sets_the_statements_totals_and_no_count() -> None:
     statement = {"mode": "random-stopping", "epsilon": 3.25, "budget_epsilon": 4.0,
                  "delta": DELTA}
-    assert release_values(statement) == {"spent": 3.25, "remaining": 0.75}
-    assert release_values({**statement, "epsilon": 5.0})["remaining"] == 0.0
+    assert release_values(statement) == {"spent": 3.25, "unspent": 0.75}
+    assert release_values({**statement, "epsilon": 5.0})["unspent"] == 0.0
 
 
 @pytest.mark.parametrize(("selection", "exported"), [
@@ -132,7 +133,7 @@ def test_random_stopping_accountant_sets_nothing_until_the_release(
     reference = _plan(1.0, 0.02, 200)
     accountant = _random_stopping(tmp_path, reference)
     (gauges,) = recorder.instances
-    assert set(gauges.names) == {"spent", "remaining"}
+    assert set(gauges.names) == {"spent", "unspent"}
     k = 0
     while accountant.draw(f"t{k}") == "drawn":  # every grant of the K, and one refusal
         assert accountant.request(f"t{k}", reference)["granted"]
@@ -143,7 +144,7 @@ def test_random_stopping_accountant_sets_nothing_until_the_release(
     values = accountant.publish_release()
     statement = accountant.statement()
     assert values == {"spent": statement["epsilon"],
-                      "remaining": statement["budget_epsilon"] - statement["epsilon"]}
+                      "unspent": statement["budget_epsilon"] - statement["epsilon"]}
     assert sorted(gauges.sets) == sorted(values.items())
     assert all(math.isfinite(v) for _, v in gauges.sets)
 
@@ -157,3 +158,22 @@ def test_compose_accountant_sets_every_gauge_on_every_decision(
     assert dict(gauges.sets)["granted"] == 0.0
     assert accountant.request("t0", _plan(1.0, 0.02, 100))["granted"]
     assert dict(gauges.sets)["granted"] == 1.0 and dict(gauges.sets)["spent"] > 0
+
+
+def test_the_docs_name_every_gauge_as_prometheus_stores_it() -> None:
+    """What an operator types into Prometheus or Grafana: Ray exports a metric N as
+    ray_N, so README and docs give ray_N, never the bare N."""
+    import re
+    from pathlib import Path
+
+    from raydp_synth.tune.trial_metrics import TRIAL_GAUGE
+
+    repo = Path(__file__).resolve().parents[2]
+    names = [name for name, _ in BUDGET_GAUGES.values()] + [TRIAL_GAUGE]
+    text = {path: path.read_text() for path in
+            [repo / "README.md", repo / "cluster" / "README.md", *sorted((repo / "docs").glob("*.md"))]}
+    for name in names:
+        assert any(prometheus_name(name) in t for t in text.values()), name
+        for path, t in text.items():
+            bare = re.findall(rf"(?<!ray_)\b{name}\b", t)
+            assert not bare, f"{path.name} names {name} without Ray's prefix"

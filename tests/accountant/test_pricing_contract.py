@@ -108,8 +108,8 @@ def test_a_strategy_registered_at_runtime_keeps_the_contract(monkeypatch, tmp_pa
                   "trials": 2},
         plans=(_plan(4.0), _plan(5.0)), golden_epsilon=EXAMPLES["compose"].golden_epsilon)
     check_pricing_contract(example, tmp_path)
-    assert set(budget_gauges(CappedComposePricing.name)) == {"spent", "remaining"}
-    assert running_values(CappedComposePricing.name, spent_epsilon=1.0, remaining_epsilon=1.0,
+    assert set(budget_gauges(CappedComposePricing.name)) == {"spent", "unspent"}
+    assert running_values(CappedComposePricing.name, spent_epsilon=1.0, unspent_epsilon=1.0,
                           trials_granted=1, trials_refused=0) == {}
 
 
@@ -124,3 +124,28 @@ def test_the_toy_strategys_cap_refuses_a_third_trial(monkeypatch, tmp_path) -> N
     third = budget.decide("c", _plan(20.0))
     assert not third.granted and "cap" in third.reason
     assert math.isfinite(budget.spent_epsilon())
+
+
+# ------------------------------------------------ unspent is not what still fits
+
+
+def test_a_plan_above_the_unspent_epsilon_still_fits_under_compose() -> None:
+    """The gauge's 'unspent' is the budget less the spent; composition is not
+    additive, so a second plan of the first's epsilon fits although that epsilon is
+    above the unspent one: the accountant's fits() answers, and grants it."""
+    from raydp_synth.accountant.core import StudyBudget, StudySettings, new_study_header
+    from raydp_synth.privacy import pricing
+
+    sigma = 2.0
+    both = pricing.epsilon(dp_event.ComposedDpEvent([dp_event.GaussianDpEvent(sigma)] * 2),
+                           delta=DELTA)
+    settings = StudySettings(epsilon=both * 1.001, delta=DELTA, mode="compose", trials=2)
+    budget = StudyBudget(settings, new_study_header(settings, name="s"))
+    plan = event_to_json(dp_event.GaussianDpEvent(sigma))
+    budget.record(budget.decide("first", plan))
+    one = budget.spent_epsilon()
+    assert one > budget.unspent_epsilon()  # the same plan again "does not fit" the gauge
+    assert budget.fits(plan) and not budget.fits(event_to_json(dp_event.GaussianDpEvent(1.0)))
+    assert budget.spent_epsilon() == one and len(budget.grants) == 1  # a question only
+    assert budget.decide("second", plan).granted
+    assert not budget.fits({"type": "Nope"})

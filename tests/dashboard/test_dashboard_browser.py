@@ -282,7 +282,7 @@ def test_prometheus_answers_every_panel_of_the_budget_dashboard(study: Study,
 
         assert value("trials_granted") >= 1
         assert value("trials_refused") == 0
-        spent, remaining = value("epsilon_spent"), value("epsilon_remaining")
+        spent, remaining = value("epsilon_spent"), value("epsilon_unspent")
         assert 0 < spent <= STUDY_EPSILON
         assert spent + remaining == pytest.approx(STUDY_EPSILON)
         trial_keys = {series["metric"]["metric"] for series in _prometheus_query(

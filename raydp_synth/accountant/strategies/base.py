@@ -176,6 +176,12 @@ class PricingStrategy(ABC):
         """Grant or refuse a trial's plan (a new trial: retries and reruns are
         settled by the core), through ``budget.grant`` and ``budget.refusal``."""
 
+    def fits(self, budget: StudyBudget, plan: dpa.DpEvent) -> bool:
+        """Whether ``plan`` would be priced within the budget now (a question, not a
+        grant: no trial count, no draw, no record)."""
+        decision = self.decide(budget, "", plan, {}, None)
+        return decision.granted
+
     def decide_final(self, budget: StudyBudget, trial_id: str, plan: dpa.DpEvent,
                      event_json: dict[str, Any], attempt: str | None) -> Decision:
         """A final run on all the data after the search; refused unless the kind of

@@ -123,6 +123,14 @@ class RandomStoppingPricing(PricingStrategy):
             )
         return budget.grant(trial_id, event_json, attempt)
 
+    def fits(self, budget: StudyBudget, plan: dpa.DpEvent) -> bool:
+        """Dominated by E_ref at every order (the search's price is fixed; whether K
+        still allows a trial is the search's secret, not answered here)."""
+        try:
+            return dominates(self.reference, plan)
+        except UNPRICEABLE:
+            return False
+
     def _past_the_search(self, budget: StudyBudget) -> str | None:
         """Why no tuning trial can be granted any more beyond K (None: it may)."""
         return None
