@@ -8,7 +8,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from raydp_synth import __version__
 from raydp_synth.errors import ConfigError, Interrupted, UserError
+from raydp_synth.log import Verbosity, configure_console
 
 __all__ = ["add_cluster_arguments", "add_console_arguments", "add_data_arguments", "add_fid_weights_argument",
            "add_release_arguments", "add_version_argument", "configure_console_from",
@@ -18,9 +20,7 @@ __all__ = ["add_cluster_arguments", "add_console_arguments", "add_data_arguments
 
 def version_line() -> str:
     """What ``--version`` prints: ``raydp_synth VERSION``."""
-    import raydp_synth
-
-    return f"raydp_synth {raydp_synth.__version__}"
+    return f"raydp_synth {__version__}"
 
 
 def add_version_argument(parser: argparse.ArgumentParser) -> None:
@@ -103,7 +103,7 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
                         "start` here), start the local Ray as a detached `ray start --head` "
                         "that stays up after the command (its dashboard, the runs' "
                         "history); the last line says where its dashboard is and how to "
-                        "stop it (`ray stop`)")
+                        "stop it, and it alone (`raydp-synth stop-cluster --address ...`)")
 
 
 def add_console_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,8 +118,6 @@ def add_console_arguments(parser: argparse.ArgumentParser) -> None:
 
 def configure_console_from(args: argparse.Namespace) -> None:
     """Set up the console at the verbosity of :func:`add_console_arguments`' options."""
-    from raydp_synth.log import Verbosity, configure_console
-
     configure_console(Verbosity.QUIET if args.quiet
                       else Verbosity.VERBOSE if args.verbose else Verbosity.DEFAULT)
 

@@ -26,16 +26,21 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-__all__ = ["LOOPBACK_SETTINGS", "dashboard_url", "keep_cluster", "keep_requested",
-           "kept_cluster_line", "loopback_node", "private_token", "run_with_cluster",
-           "running_local_cluster", "start_detached_cluster", "token_path"]
+from raydp_synth.errors import ConfigError
+
+__all__ = ["LOOPBACK_SETTINGS", "cluster_processes", "dashboard_url", "keep_cluster",
+           "keep_requested", "kept_cluster_line", "loopback_node", "private_token",
+           "run_with_cluster", "running_local_cluster", "start_detached_cluster",
+           "stop_cluster", "stop_command", "token_path"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -229,8 +234,79 @@ def kept_cluster_line() -> str | None:
     # Ray's commands (`ray status`) rewrite 127.0.0.1 to this machine's address, where
     # a cluster of loopback_node() does not listen, unless the switch is off for them.
     loopback = " ".join(f"{k}={v}" for k, v in LOOPBACK_SETTINGS.items())
+    address = running_local_cluster()
     return (f"the Ray cluster stays up: {where}; it listens on 127.0.0.1 only (Ray's "
-            f"commands need {loopback}); stop it with `ray stop`")
+            f"commands need {loopback}); stop it (and no other Ray on this machine) with "
+            f"`{stop_command(address)}`")
+
+
+def stop_command(address: str | None) -> str:
+    """The command that stops the local cluster at ``address`` only."""
+    return "raydp-synth stop-cluster" + (f" --address {address}" if address else "")
+
+
+_SESSION = re.compile(r"session_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_\d+")
+
+
+def cluster_processes(address: str) -> list[Any]:
+    """The processes of this user's local Ray cluster whose GCS listens at ``address``
+    (``host:port``), as ``psutil.Process``: its GCS server, then every process of its
+    session (raylet, dashboard, monitors: their command lines name the session's
+    folder) or that names the address (Ray Client's server), and their children (Ray's
+    workers and agents rename themselves ``ray::...``). Empty if no GCS listens there."""
+    import psutil
+
+    port = address.rpartition(":")[2]
+    mine = psutil.Process().username()
+    processes = []
+    for process in psutil.process_iter(["cmdline", "username"]):
+        if process.info["username"] == mine and process.info["cmdline"]:
+            processes.append((process, " ".join(process.info["cmdline"])))
+    sessions = {match.group(0) for process, line in processes
+                if "gcs_server" in line and f"--gcs_server_port={port} " in line + " "
+                for match in [_SESSION.search(line)] if match}
+    if not sessions:
+        return []
+    found: dict[int, Any] = {}
+    for process, line in processes:
+        if any(session in line for session in sessions) or f"--address={address}" in line \
+                or f"--gcs-address={address}" in line:
+            found[process.pid] = process
+            try:
+                found.update((child.pid, child) for child in process.children(recursive=True))
+            except psutil.Error:
+                pass
+    found.pop(os.getpid(), None)
+    return list(found.values())
+
+
+def stop_cluster(address: str, *, timeout_s: float = 15.0) -> int:
+    """Stop the local Ray cluster at ``address`` and nothing else (``ray stop`` stops
+    every Ray of the user on the machine): SIGTERM to :func:`cluster_processes`, then
+    SIGKILL to what is left after ``timeout_s``. Returns how many processes it stopped.
+
+    Raises:
+        ConfigError: no local cluster of this user listens at ``address``.
+    """
+    import psutil
+
+    processes = cluster_processes(address)
+    if not processes:
+        raise ConfigError(f"no Ray cluster of yours listens at {address} on this machine "
+                          "(`ray status` lists what runs)")
+    for process in processes:
+        try:
+            process.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(processes, timeout=timeout_s)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=timeout_s)
+    return len(processes)
 
 
 def run_with_cluster(keep: bool, run: Callable[[], object]) -> None:

@@ -149,7 +149,10 @@ def test_keep_cluster_leaves_the_cluster_of_a_train_run_up(ray_home, tmp_path) -
     assert (tmp_path / "run" / "release" / "privacy.json").is_file()
     last = run.stdout.strip().splitlines()[-1]
     assert last.startswith("the Ray cluster stays up: dashboard http://127.0.0.1:"), output[-3000:]
-    assert last.endswith("; stop it with `ray stop`")
+    assert "`ray stop`" not in last  # it would stop every Ray of the user here
+    assert last.endswith("; stop it (and no other Ray on this machine) with "
+                         "`raydp-synth stop-cluster --address 127.0.0.1:"
+                         f"{last.rsplit(':', 1)[1].rstrip('`')}`")
     assert "attached to the local Ray cluster at" in output
 
     # The driver is gone; the cluster answers (GCS) and serves its dashboard.
@@ -165,3 +168,17 @@ def test_keep_cluster_leaves_the_cluster_of_a_train_run_up(ray_home, tmp_path) -
                             text=True, timeout=120)
     assert status.returncode == 0, (status.stdout + status.stderr)[-3000:]
     assert f"/{os.cpu_count()}.0 CPU" in status.stdout, status.stdout[-3000:]
+
+    # The command the line gives stops this cluster and no other (the test session's
+    # own Ray, started by the ray_local of other tests, is another cluster).
+    command = last.rsplit("with `", 1)[1].rstrip("`").split()
+    assert command[:2] == ["raydp-synth", "stop-cluster"] and command[3] == address
+    stop = subprocess.run([sys.executable, "-m", "raydp_synth.runtime.stop_cluster",
+                           *command[2:]], env=env, capture_output=True, text=True, timeout=120)
+    assert stop.returncode == 0, (stop.stdout + stop.stderr)[-3000:]
+    assert stop.stdout.startswith(f"stopped the Ray cluster at {address} (")
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", dash), timeout=5).close()
+    again = subprocess.run([sys.executable, "-m", "raydp_synth.runtime.stop_cluster",
+                            *command[2:]], env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
