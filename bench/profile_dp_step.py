@@ -87,7 +87,7 @@ WRAPPED: list[tuple[str, list[tuple[str, str]]]] = [
     ("noise", [("raydp_synth.privacy.noise", "noisy_sum"),
                ("raydp_synth.privacy.noise", "gaussian_noise")]),
     ("synthetic partners", [("raydp_synth.methods.components.pairs", "synthetic_partners")]),
-    ("adaptive clip groups", [("raydp_synth.methods.components.dpgan_loop", "PublicSide.clip_groups")]),
+    ("adaptive clip groups", [("raydp_synth.methods.dpgan.loop", "PublicSide.clip_groups")]),
     ("pre-noise (other)", [("raydp_synth.runtime.context", "WorkerContext.pre_noise_sum")]),
     ("optimizer", [("raydp_synth.runtime.dp_step", "step_with_gradient")]),
     ("G steps", [("raydp_synth.methods.dpaf.loop", "_DPAFRun._generator_loss"),

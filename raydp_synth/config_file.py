@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from raydp_synth.errors import ConfigError
+from raydp_synth.release.layout import GENERATOR_CONFIG
 
 __all__ = ["NOT_FROM_FILE", "ConfigFile", "load_config_file", "merge_settings"]
 
@@ -57,8 +58,6 @@ class ConfigFile:
 
 
 def _file_of(path: Path) -> Path:
-    from raydp_synth.release.generator import GENERATOR_CONFIG
-
     if path.is_dir():
         for candidate in (path / GENERATOR_CONFIG, path / "release" / GENERATOR_CONFIG):
             if candidate.is_file():

@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     # Sample counts left None take the run's method's defaults (evaluate_run).
     import torch
 
+    # lazy: the report loads every method and the release; `--help` stays quick
     from raydp_synth.evaluation.report import EvaluationSettings, evaluate_run, format_table
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from raydp_synth.cli import add_version_argument, run_cli
 from raydp_synth.errors import ConfigError
+from raydp_synth.release.layout import GENERATOR_CONFIG
 
 __all__ = ["SAMPLE_METADATA_KEY", "build_parser", "main", "release_folder"]
 
@@ -38,8 +39,6 @@ def release_folder(path: Path) -> Path:
     Raises:
         ConfigError: neither holds ``generator.json``.
     """
-    from raydp_synth.release.generator import GENERATOR_CONFIG
-
     path = path.expanduser()
     for candidate in (path, path / "release"):
         if (candidate / GENERATOR_CONFIG).is_file():
@@ -73,8 +72,12 @@ def build_parser(prog: str = "raydp-synth sample") -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from raydp_synth.release.bundle import validate_synthetic_samples, write_synthetic_parquet
-    from raydp_synth.release.generator import TrainedGenerator
+    # lazy: torch loads only once the arguments parse (`--help` stays instant)
+    from raydp_synth.release.bundle import (
+        TrainedGenerator,
+        validate_synthetic_samples,
+        write_synthetic_parquet,
+    )
 
     validate_synthetic_samples(args.num_samples)
     if args.seed is not None and not 0 <= args.seed < 2**63:

@@ -85,6 +85,7 @@ def _torchvision_matches_torch() -> str:
 def _command_imports() -> str:
     for module in COMMAND_MODULES:
         importlib.import_module(module)
+    # lazy: inside the check, so a broken install fails this check's line, not the command
     from raydp_synth.evaluation.inception import load_without_package_init
 
     load_without_package_init()

@@ -9,16 +9,23 @@ section 5.
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from raydp_synth.cli import add_version_argument, run_cli
+from raydp_synth.dashboard.launch import (
+    DEFAULT_GRAFANA_PORT,
+    DEFAULT_PROMETHEUS_PORT,
+    find_session,
+    serve,
+)
+from raydp_synth.errors import ConfigError
+from raydp_synth.log import configure_console
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser(prog: str = "raydp-synth dashboard") -> argparse.ArgumentParser:
-    from raydp_synth.dashboard.launch import DEFAULT_GRAFANA_PORT, DEFAULT_PROMETHEUS_PORT
-
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Start Prometheus and Grafana on the Ray session's own configuration "
@@ -52,12 +59,6 @@ def build_parser(prog: str = "raydp-synth dashboard") -> argparse.ArgumentParser
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    import logging
-
-    from raydp_synth.dashboard.launch import find_session, serve
-    from raydp_synth.errors import ConfigError
-    from raydp_synth.log import configure_console
-
     configure_console()
     logging.getLogger("raydp_synth.dashboard").setLevel(logging.INFO)
     for flag, port in (("--prometheus-port", args.prometheus_port),

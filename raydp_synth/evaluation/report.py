@@ -49,6 +49,7 @@ from raydp_synth.evaluation.inception import (
 )
 from raydp_synth.evaluation.metrics import frechet_distance, inception_score
 from raydp_synth.log import progress
+from raydp_synth.methods import get_method
 from raydp_synth.release.generator import TrainedGenerator
 
 __all__ = [
@@ -182,8 +183,6 @@ def spread_checkpoints(items: list[Any], count: int | None) -> list[Any]:
 def default_settings(method: str, **overrides: Any) -> EvaluationSettings:
     """The evaluation settings of ``method``'s runs: its sample counts
     (``Method.evaluation_samples``), then ``overrides`` (None values ignored)."""
-    from raydp_synth.methods import get_method
-
     final, curve = get_method(method).evaluation_samples
     values: dict[str, Any] = {"num_synthetic": final, "curve_synthetic": curve}
     values.update({k: v for k, v in overrides.items() if v is not None})

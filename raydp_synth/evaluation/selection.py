@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from raydp_synth.errors import ConfigError
+from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS, fit_classifier
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.selection_score import SELECTION_SCORE, SelectionScore, release_score
 
@@ -28,8 +29,6 @@ DEFAULT_SCORE_CLASSIFIER = "logreg"
 
 def validate_score_settings(share: float, classifier: str) -> None:
     """The user's score settings: a share in (0, 1) and a known classifier."""
-    from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS
-
     if classifier not in CLASSIFIER_KINDS:
         raise ConfigError(f"the score classifier {classifier!r} must be one of "
                           f"{', '.join(CLASSIFIER_KINDS)}")
@@ -57,8 +56,6 @@ def score_generator(
     divide by instead of ``len(split)``
     (:func:`~raydp_synth.privacy.selection_score.release_score`).
     """
-    from raydp_synth.evaluation.classifiers import fit_classifier
-
     images, labels = generator.balanced(num_synthetic, seed=seed)
     model = fit_classifier(classifier, images, labels, num_classes=generator.data.num_classes,
                            seed=seed)

@@ -32,15 +32,19 @@ import numpy as np
 import torch
 from PIL import Image
 
+from raydp_synth import __version__
 from raydp_synth.data import write_parquet
 from raydp_synth.data.public import PUBLIC_OVERLAP_NOTE
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.plan import PrivacyPlan
-from raydp_synth.release.generator import (
+from raydp_synth.release.generator import TrainedGenerator, save_weights
+from raydp_synth.release.layout import (
     GENERATOR_CONFIG,
     GENERATOR_WEIGHTS,
-    TrainedGenerator,
-    save_weights,
+    REPRODUCIBILITY_LINE,
+    REPRODUCIBILITY_RUN,
+    SAMPLES_FILE,
+    SYNTHETIC_FILE,
 )
 
 if TYPE_CHECKING:
@@ -70,28 +74,10 @@ __all__ = [
 
 #: The distributions whose versions ``privacy.json`` records.
 RECORDED_DISTRIBUTIONS = ("raydp_synth", "torch", "opacus", "dp-accounting")
-#: The sample grid's file in ``release/``.
-SAMPLES_FILE = "samples.png"
-#: The synthetic dataset's file in ``release/``.
-SYNTHETIC_FILE = "synthetic.parquet"
-
 #: Rows of ``synthetic.parquet`` unless the user chooses (``--synthetic-samples``):
 #: a fixed number, not n (the size of a release is the user's choice, not a
 #: function of the data).
 DEFAULT_SYNTHETIC_SAMPLES = 10_000
-
-#: Why a run with a user-chosen ``--dp-seed`` is not a DP release (``privacy.json``'s
-#: ``reason`` beside ``"dp_release": false``; the CLI says it at start and end).
-REPRODUCIBILITY_RUN = (
-    "reproducibility run, not a DP release: --dp-seed fixed the DP randomness (Poisson "
-    "batches and noise); a seed that is reused, guessed or known replays the same "
-    "batches and noise across releases, which composition does not cover (it assumes "
-    "fresh secret randomness per release). Do not publish it as DP; run without --dp-seed "
-    "for a release")
-
-#: What the CLI prints of it, at the start and the end of a run with ``--dp-seed``.
-REPRODUCIBILITY_LINE = ("reproducibility run, not a DP release (a reused --dp-seed replays "
-                        "batches and noise across releases; composition does not cover it)")
 
 #: The neighbouring relation of every raydp_synth guarantee.
 NEIGHBOURING_RELATION: dict[str, str] = {
@@ -205,9 +191,7 @@ def software_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     if versions["raydp_synth"] is None:
-        import raydp_synth
-
-        versions["raydp_synth"] = getattr(raydp_synth, "__version__", None)
+        versions["raydp_synth"] = __version__
     return versions
 
 

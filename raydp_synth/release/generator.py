@@ -18,20 +18,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from raydp_synth.config import config_to_dict
 from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import Method, get_method
+from raydp_synth.release.layout import GENERATOR_CONFIG, GENERATOR_WEIGHTS, LEGACY_GENERATOR_WEIGHTS
 
 __all__ = ["GENERATOR_CONFIG", "GENERATOR_WEIGHTS", "LEGACY_GENERATOR_WEIGHTS",
            "TrainedGenerator", "load_weights", "save_weights"]
-
-#: The released weights: safetensors (tensors only, no pickle; loading runs no code).
-GENERATOR_WEIGHTS = "generator.safetensors"
-#: The weights of releases written before safetensors: a torch state-dict pickle,
-#: still read (with ``weights_only=True``: tensors only, no arbitrary objects).
-LEGACY_GENERATOR_WEIGHTS = "generator.pt"
-#: The non-tensor config that rebuilds the network (method, config, data facts, class names).
-GENERATOR_CONFIG = "generator.json"
 
 
 def save_weights(state_dict: Mapping[str, torch.Tensor], path: Path) -> None:
@@ -99,8 +93,6 @@ class TrainedGenerator:
         exactly (q = B/n; docs/privacy.md, "What the guarantee assumes public"); the
         image size, channels and class set are declarations, and nothing else
         depends on the sensitive records except through the DP-trained weights."""
-        from raydp_synth.config import config_to_dict
-
         return {"method": self.method.name, "config": config_to_dict(self.config),
                 "data_info": self.data.__dict__, "class_names": list(self.class_names)}
 

@@ -8,6 +8,15 @@ import logging
 import os
 from typing import Any
 
+from raydp_synth.log import quiet_ray_loggers, ray_log_level, worker_env
+from raydp_synth.runtime.local_cluster import (
+    keep_requested,
+    loopback_node,
+    private_token,
+    running_local_cluster,
+    start_detached_cluster,
+)
+
 __all__ = ["ensure_ray"]
 
 _LOG = logging.getLogger(__name__)
@@ -57,15 +66,6 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
         os.environ.setdefault(name, value)
     import ray
 
-    from raydp_synth.log import quiet_ray_loggers, ray_log_level
-    from raydp_synth.runtime.local_cluster import (
-        keep_requested,
-        loopback_node,
-        private_token,
-        running_local_cluster,
-        start_detached_cluster,
-    )
-
     if not ray.is_initialized():
         options: dict[str, Any] = {"log_to_driver": True, "logging_level": ray_log_level()}
         if os.environ.get("RAY_ADDRESS"):
@@ -99,8 +99,6 @@ def _job_runtime_env() -> dict[str, Any] | None:
     console's and :data:`RAY_SETTINGS`' variables reach every process of the job (the
     Tune trials too), less what a submitted job already set (Ray refuses to merge a
     key set twice). A cluster started here inherits them instead."""
-    from raydp_synth.log import worker_env
-
     job = json.loads(os.environ.get(JOB_CONFIG_ENV) or "{}")
     taken = set((job.get("runtime_env") or {}).get("env_vars") or {})
     settings = {k: os.environ[k] for k in RAY_SETTINGS}

@@ -17,6 +17,11 @@ from raydp_synth.cli import (
     release_overrides,
     run_cli,
 )
+from raydp_synth.config_file import load_config_file, merge_settings
+from raydp_synth.data.fetch import download_declared
+from raydp_synth.data.public import public_with_data_dir
+from raydp_synth.data.spec import with_data_dir, with_num_classes
+from raydp_synth.release.layout import REPRODUCIBILITY_LINE
 from raydp_synth.runtime.local_cluster import run_with_cluster
 
 __all__ = ["main"]
@@ -63,11 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_console_from(args)
-    from raydp_synth.config_file import load_config_file, merge_settings
-    from raydp_synth.data.fetch import download_declared
-    from raydp_synth.data.public import public_with_data_dir
-    from raydp_synth.data.spec import with_data_dir, with_num_classes
-    from raydp_synth.release.bundle import REPRODUCIBILITY_LINE
+    # lazy: the driver loads torch and Ray; `--help` and argument errors stay instant
     from raydp_synth.train.driver import TrainRequest, run_training
 
     config_file = (load_config_file(args.config, method=args.method)

@@ -25,7 +25,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +40,16 @@ from raydp_synth.data import (
     sensitive_records,
 )
 from raydp_synth.data.public import (
+    absolute_public_spec,
     check_content_overlap,
     check_public_validation,
     effective_public,
     public_records,
 )
+from raydp_synth.data.spec import absolute_spec
 from raydp_synth.errors import ConfigError
+from raydp_synth.evaluation.inception import resolve_weights
+from raydp_synth.evaluation.report import EvaluationSettings, evaluate_run, format_table
 from raydp_synth.evaluation.selection import (
     DEFAULT_SCORE_CLASSIFIER,
     score_generator,
@@ -68,7 +72,15 @@ from raydp_synth.release.bundle import (
     public_facts,
     validate_synthetic_samples,
 )
-from raydp_synth.runtime.resources import check_gpus, scaling_config, threads_for, torch_backend
+from raydp_synth.runtime.ray_session import ensure_ray
+from raydp_synth.runtime.resources import (
+    check_gpus,
+    largest_node_cpus,
+    scaling_config,
+    threads_for,
+    torch_backend,
+    worker_cpu_share,
+)
 from raydp_synth.train.worker import (
     CHECKPOINT_METRICS,
     CHECKPOINT_STATE,
@@ -165,8 +177,6 @@ class TrainRequest:
         if self.public is not None:
             parse_public_spec(self.public)
         if self.fid_weights is not None:
-            from raydp_synth.evaluation.inception import resolve_weights
-
             resolve_weights(self.fid_weights)
 
 
@@ -389,8 +399,6 @@ def evaluation_settings(*, use_gpu: bool, curve_checkpoints: int | None,
     """The curator's evaluation after a run or study: on the GPU after a GPU run
     (when this process has one), with the requested number of curve checkpoints and
     Inception weights."""
-    from raydp_synth.evaluation.report import EvaluationSettings
-
     device = "cuda" if use_gpu and torch.cuda.is_available() else "cpu"
     return EvaluationSettings(curve_checkpoints=curve_checkpoints, device=device,
                               fid_weights=fid_weights)
@@ -400,11 +408,6 @@ def with_absolute_paths(request: Any) -> Any:
     """A train or study request whose local dataset paths (``--dataset``, ``--public``,
     ``--public-validation``) are absolute: Ray workers do not run in the user's
     working directory, so a relative path would name nothing there."""
-    from dataclasses import replace
-
-    from raydp_synth.data.public import absolute_public_spec
-    from raydp_synth.data.spec import absolute_spec
-
     validation = request.public_validation
     return replace(request, dataset=absolute_spec(str(request.dataset)),
                    public=absolute_public_spec(request.public),
@@ -441,9 +444,6 @@ def _run_training(request: TrainRequest) -> RunResult:
         plan = method.plan(config, target_epsilon=request.epsilon, delta=request.delta, data=data,
                            score_share=score_share)
     _check_out(request.out.resolve())  # before starting Ray: cheap checks first
-    from raydp_synth.runtime.ray_session import ensure_ray
-    from raydp_synth.runtime.resources import largest_node_cpus, worker_cpu_share
-
     total_cpus = ensure_ray()
     import ray
 
@@ -522,8 +522,6 @@ def _run_training(request: TrainRequest) -> RunResult:
           f"records): {score.value:.4f}" + (f" +- {score.noise_std:.4f}" if score.private else ""))
     evaluation = None
     if request.evaluate:
-        from raydp_synth.evaluation.report import evaluate_run, format_table
-
         evaluation = evaluate_run(out, splits=splits, settings=evaluation_settings(
             use_gpu=request.use_gpu, curve_checkpoints=request.curve_checkpoints,
             fid_weights=request.fid_weights))

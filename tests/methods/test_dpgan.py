@@ -20,7 +20,7 @@ from raydp_synth.methods.components.clip_groups import (
     grouped_clipped_sum,
     plan_multiplier,
 )
-from raydp_synth.methods.components.dpgan_loop import prepare
+from raydp_synth.methods.dpgan.loop import prepare
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 from raydp_synth.runtime.context import WorkerContext
 from raydp_synth.runtime.dp_step import dp_sgd_step
@@ -81,7 +81,7 @@ def test_released_update_has_noise_z_sqrt_k_c_j_over_qn_per_group() -> None:
     groups = ClipGroups(group_of, torch.tensor(bounds, dtype=torch.float64))
     z, expected = 0.9, 100.0
     # The loop's own release: dp_sgd_step with the plan's multiplier and sensitivity
-    # sqrt(k), then ClipGroups.rescale (dpgan_loop passes post=groups.rescale).
+    # sqrt(k), then ClipGroups.rescale (dpgan.loop passes post=groups.rescale).
     mech = Mechanism(name="critic", noise_multiplier=z, sample_rate=0.5, num_steps=1,
                      sensitivity=math.sqrt(3))
     info = DataInfo(num_records=4, image_size=8, channels=1, num_classes=2)

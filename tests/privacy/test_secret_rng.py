@@ -226,7 +226,7 @@ PUBLIC_SOURCES: dict[tuple[str, str], tuple[int, str]] = {
     ("evaluation/metrics.py", "split_inception_score"): (
         1, "shuffles synthetic samples' scores"),
     ("evaluation/report.py", "evaluate_run"): (1, "picks real test images to show the curator"),
-    ("methods/components/dpgan_loop.py", "PublicSide.__init__"): (
+    ("methods/dpgan/loop.py", "PublicSide.__init__"): (
         2, "draws from the declared public data and synthetic latents"),
     ("methods/privimage/diffusion_loop.py", "pretrain"): (
         2, "pre-training on declared public data"),

@@ -21,8 +21,8 @@ from raydp_synth.config import config_from_mapping
 from raydp_synth.data import DataInfo
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.base import Method
-from raydp_synth.methods.components.dpgan_config import DPGANConfig
-from raydp_synth.methods.components.dpgan_loop import (
+from raydp_synth.methods.dpgan.config import DPGANConfig
+from raydp_synth.methods.dpgan.loop import (
     METRIC_ALLOWLIST,
     build_networks,
     critic_schedule,

@@ -29,7 +29,7 @@ import torch
 from raydp_synth.data import DataInfo, ImageDataset
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods.base import Method
-from raydp_synth.methods.components.dpgan_loop import (
+from raydp_synth.methods.dpgan.loop import (
     METRIC_ALLOWLIST,
     build_networks,
     critic_schedule,

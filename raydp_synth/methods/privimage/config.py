@@ -20,8 +20,8 @@ from raydp_synth.config import (
     require_positive,
 )
 from raydp_synth.errors import ConfigError
-from raydp_synth.methods.components.dpgan_config import DPGANConfig
 from raydp_synth.methods.components.wgan_config import WGANGPConfig
+from raydp_synth.methods.dpgan.config import DPGANConfig
 
 __all__ = ["PrivImageDConfig", "PrivImageGConfig", "SemanticQueryConfig"]
 

@@ -1,5 +1,6 @@
 """dpGAN's typed configuration (Zhang, Ji and Wang 2018, dpGAN, Table 1; search-space
-keys). Shared: PrivImage+G's fine-tuning is a dpGAN run."""
+keys). PrivImage+G's fine-tuning is a dpGAN run of this config
+(:meth:`~raydp_synth.methods.privimage.config.PrivImageGConfig.fine_tuning`)."""
 
 from __future__ import annotations
 

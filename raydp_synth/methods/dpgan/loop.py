@@ -39,7 +39,6 @@ from raydp_synth.methods.components.clip_groups import (
     grouped_clipped_sum,
     parameter_units,
 )
-from raydp_synth.methods.components.dpgan_config import DPGANConfig
 from raydp_synth.methods.components.gan_networks import Critic, Generator, refresh_batchnorm
 from raydp_synth.methods.components.pairs import (
     critic_record_grads,
@@ -51,6 +50,7 @@ from raydp_synth.methods.components.wgan_gp import (
     generator_step,
     wgan_gp_networks,
 )
+from raydp_synth.methods.dpgan.config import DPGANConfig
 from raydp_synth.privacy.calibration import MechanismSpec
 from raydp_synth.privacy.records import RecordBatch, derived_seed
 from raydp_synth.runtime.context import WorkerContext
