@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("raydp_synth.report", "one table of the runs' and studies' privacy and utility"),
     "dashboard": ("raydp_synth.dashboard.__main__",
                   "Prometheus and Grafana for a Ray session, with the budget dashboard"),
-    "stop-cluster": ("raydp_synth.runtime.stop_cluster",
+    "stop-cluster": ("raydp_synth.stop_cluster",
                      "stop one local Ray cluster (a --keep-cluster run's), not every Ray here"),
     "self-check": ("raydp_synth.self_check",
                    "check that this environment (a cluster image, a node) runs raydp_synth"),

@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raydp_synth.accountant.core import LEDGER_NAME
 from raydp_synth.accountant.strategies import pricing_class
+from raydp_synth.budget import ledger_statement
 from raydp_synth.cli import add_version_argument, run_cli
 from raydp_synth.errors import ConfigError
 
@@ -123,8 +125,6 @@ def _optional(path: Path) -> dict[str, Any] | None:
 
 
 def _is_study(directory: Path) -> bool:
-    from raydp_synth.accountant.core import LEDGER_NAME
-
     return (directory / "study.json").is_file() or (directory / LEDGER_NAME).is_file()
 
 
@@ -188,9 +188,6 @@ def _search_counts(pricing: dict[str, Any], request: dict[str, Any]) -> str:
 
 
 def _study_row(directory: Path) -> ReportRow:
-    from raydp_synth.accountant.core import LEDGER_NAME
-    from raydp_synth.budget import ledger_statement
-
     study = _optional(directory / "study.json") or {}
     request = study.get("request") or {}
     privacy = _optional(directory / "release" / "privacy.json")

@@ -43,7 +43,6 @@ ALLOWANCE: dict[str, int] = {
     "tune/final_run.py": 2,
     "tune/search_space/dp_hypo.py": 2,
     "tune/search_space/samplers.py": 2,
-    "report.py": 3,
 }
 # ---------------------------------------------------------------------------------
 

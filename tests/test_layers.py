@@ -28,7 +28,6 @@ LAYERS = (
     "log",
     "paths",
     "config",
-    "cli",
     "privacy",
     "data",
     "accountant",
@@ -37,6 +36,7 @@ LAYERS = (
     "release",
     "config_file",
     "evaluation",
+    "cli",
     "train",
     "tune",
     "budget",
@@ -44,6 +44,7 @@ LAYERS = (
     "report",
     "sample",
     "dashboard",
+    "stop_cluster",
     "self_check",
     "console",
 )

@@ -173,12 +173,12 @@ def test_keep_cluster_leaves_the_cluster_of_a_train_run_up(ray_home, tmp_path) -
     # own Ray, started by the ray_local of other tests, is another cluster).
     command = last.rsplit("with `", 1)[1].rstrip("`").split()
     assert command[:2] == ["raydp-synth", "stop-cluster"] and command[3] == address
-    stop = subprocess.run([sys.executable, "-m", "raydp_synth.runtime.stop_cluster",
+    stop = subprocess.run([sys.executable, "-m", "raydp_synth.stop_cluster",
                            *command[2:]], env=env, capture_output=True, text=True, timeout=120)
     assert stop.returncode == 0, (stop.stdout + stop.stderr)[-3000:]
     assert stop.stdout.startswith(f"stopped the Ray cluster at {address} (")
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", dash), timeout=5).close()
-    again = subprocess.run([sys.executable, "-m", "raydp_synth.runtime.stop_cluster",
+    again = subprocess.run([sys.executable, "-m", "raydp_synth.stop_cluster",
                             *command[2:]], env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
