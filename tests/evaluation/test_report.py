@@ -102,6 +102,10 @@ def test_evaluation_reads_only_the_test_split(run_dir) -> None:
     assert [p["released"] for p in result["curve"]] == [False, True]
     assert result["num_classes"] == 10
     assert result["reference"]["feature_network_trained_on"] == "test split"
+    # Its accuracy is measured on the test images held out of its training.
+    held = len(real.test) - result["reference"]["feature_network_training_records"]
+    assert 0 < held < len(real.test) / 3
+    assert result["reference"]["feature_network_accuracy_on"].startswith(f"{held} test images held out")
 
 
 def test_sealed_split_really_guards() -> None:
@@ -228,3 +232,22 @@ def test_missing_named_weights_are_refused_up_front(tmp_path, capsys) -> None:
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --fid-weights") and "\n" not in err
+
+
+def test_the_held_out_part_is_a_fifth_of_each_class_and_disjoint() -> None:
+    from raydp_synth.evaluation.report import held_out_split
+
+    test = load_dataset("digits", image_size=8).test
+    train_part, held = held_out_split(test, seed=3)
+    assert len(train_part) + len(held) == len(test)
+    for label in np.unique(test.labels):
+        count = int((test.labels == label).sum())
+        assert int((held.labels == label).sum()) == min(count - 1, max(1, round(0.2 * count)))
+    # Disjoint: no held-out image is among the training part's (as rows of pixels).
+    seen = {row.tobytes() for row in train_part.images}
+    duplicates = sum(row.tobytes() in seen for row in held.images)
+    dupes_in_test = len(test) - len({row.tobytes() for row in test.images})
+    assert duplicates <= dupes_in_test  # only images the test split itself repeats
+    again, held_again = held_out_split(test, seed=3)
+    assert np.array_equal(held.labels, held_again.labels)
+    assert np.array_equal(held.images, held_again.images)
