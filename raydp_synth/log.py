@@ -57,6 +57,7 @@ __all__ = [
     "configure_console",
     "configure_worker_console",
     "current_verbosity",
+    "phase_progress",
     "progress",
     "quiet_ray_loggers",
     "ray_log_level",
@@ -227,9 +228,58 @@ def progress(total: int, description: str, *, unit: str = "step") -> Iterator[An
     from tqdm import tqdm
 
     disable: bool | None = True if current_verbosity() is Verbosity.QUIET else None
+    # No ETA on the bar of phases: its steps take from seconds to many minutes each, so
+    # a rate of steps would promise the wrong time; each long phase has its own bar
+    # (phase_progress), whose steps are alike.
     bar = tqdm(total=total, desc=description, unit=unit, disable=disable, leave=False,
-               file=sys.stderr, dynamic_ncols=True)
+               file=sys.stderr, dynamic_ncols=True,
+               bar_format="{desc}: {n_fmt}/{total_fmt} {unit}s, {elapsed} |{bar}| {postfix}")
     try:
         yield bar
     finally:
         bar.close()
+
+
+class _PhaseLog:
+    """``phase_progress``'s counter where no bar is drawn: one INFO line at each
+    quarter of the phase, with its elapsed time and the time left at that rate."""
+
+    def __init__(self, total: int, description: str, unit: str) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self.total, self.description, self.unit = max(1, total), description, unit
+        self.n, self._start, self._next = 0, self._clock(), 1
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        quarter = 4 * self.n // self.total
+        if quarter >= self._next:
+            self._next = quarter + 1
+            elapsed = self._clock() - self._start
+            left = elapsed * (self.total - self.n) / max(self.n, 1)
+            logging.getLogger(LOGGER_NAME).info(
+                f"{self.description}: {self.n}/{self.total} {self.unit}s, {elapsed:.0f} s"
+                + (f", about {left:.0f} s left" if self.n < self.total else ""))
+
+
+@contextmanager
+def phase_progress(total: int, description: str, *, unit: str = "step") -> Iterator[Any]:
+    """Progress within one long phase (a classifier's training steps): its own bar
+    below :func:`progress`'s on a terminal, with an ETA from its alike steps; in a log
+    (standard error not a terminal: a Ray job, a file), a line at each quarter. Nothing
+    with ``--quiet``. ``.update()`` per step."""
+    from tqdm import tqdm
+
+    if current_verbosity() is Verbosity.QUIET:
+        bar: Any = tqdm(total=total, disable=True)
+    elif sys.stderr.isatty():
+        bar = tqdm(total=total, desc=description, unit=unit, leave=False, position=1,
+                   file=sys.stderr, dynamic_ncols=True)
+    else:
+        bar = _PhaseLog(total, description, unit)
+    try:
+        yield bar
+    finally:
+        if hasattr(bar, "close"):
+            bar.close()

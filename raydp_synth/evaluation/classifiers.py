@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -44,6 +45,7 @@ from raydp_synth.runtime.resources import one_blas_thread
 from raydp_synth.runtime.seeding import seeded
 
 __all__ = [
+    "CLASSIFIER_STEPS",
     "CLASSIFIER_KINDS",
     "CNNClassifier",
     "DEFAULT_CLASSIFIERS",
@@ -53,6 +55,10 @@ __all__ = [
     "fit_classifier",
     "fit_resnet9",
 ]
+
+#: The optimiser steps of the classifiers that train by steps (fit_classifier's
+#: defaults): what a progress bar of their training counts.
+CLASSIFIER_STEPS = {"cnn": 400, "resnet9": 2000}
 
 #: Every classifier :func:`fit_classifier` trains.
 CLASSIFIER_KINDS = ("logreg", "mlp", "cnn", "resnet9")
@@ -180,6 +186,7 @@ class CNNClassifier:
 def _fit_cnn(
     images: np.ndarray, labels: np.ndarray, *, num_classes: int, seed: int, steps: int,
     batch_size: int = 128, lr: float = 1e-3, device: str | torch.device = "cpu",
+    on_step: Callable[[], None] | None = None,
 ) -> CNNClassifier:
     x = torch.as_tensor(images, dtype=torch.float32).to(device)
     y = torch.as_tensor(labels, dtype=torch.long).to(device)
@@ -201,13 +208,15 @@ def _fit_cnn(
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if on_step is not None:
+            on_step()
     return CNNClassifier(model)
 
 
 def fit_resnet9(
     images: np.ndarray, labels: np.ndarray, *, num_classes: int, seed: int, steps: int,
     batch_size: int = 256, max_lr: float = 2e-3, width: int = 64,
-    device: str | torch.device = "cpu",
+    device: str | torch.device = "cpu", on_step: Callable[[], None] | None = None,
 ) -> CNNClassifier:
     """Train :class:`ResNet9` (``fit_classifier("resnet9")``; ``width`` < 64 only
     for quick tests of the procedure).
@@ -240,6 +249,8 @@ def fit_resnet9(
         loss.backward()
         opt.step()
         schedule.step()
+        if on_step is not None:
+            on_step()
     return CNNClassifier(model)
 
 
@@ -259,9 +270,10 @@ def fit_classifier(
     *,
     num_classes: int,
     seed: int = 0,
-    cnn_steps: int = 400,
-    resnet9_steps: int = 2000,
+    cnn_steps: int = 400,  # CLASSIFIER_STEPS["cnn"]
+    resnet9_steps: int = 2000,  # CLASSIFIER_STEPS["resnet9"]
     device: str | torch.device = "cpu",
+    on_step: Callable[[], None] | None = None,
 ) -> TrainedClassifier:
     """Train one of :data:`CLASSIFIER_KINDS` on ``images`` (float32 [N, C, H, W]).
 
@@ -269,6 +281,8 @@ def fit_classifier(
         device: where the CNN and ResNet-9 train and predict (the others run on the CPU).
         cnn_steps: optimiser steps (batch 128, Adam 1e-3) of the CNN (400: 0.98 test accuracy on the real digits, ~8 s on 2 cores): a fixed
             compute budget whatever the size of the synthetic set.
+        on_step: called after each optimiser step of the CNN and ResNet-9 (a
+            progress bar's ``update``); the scikit-learn fits have no steps to count.
         resnet9_steps: optimiser steps (batch 256, one-cycle Adam) of ResNet-9:
             2,000 are ~8.5 epochs of 60,000 synthetic images, a fixed budget
             whatever their number.
@@ -283,10 +297,10 @@ def fit_classifier(
         raise ConfigError("a classifier needs training images of at least two classes")
     if kind == "cnn":
         return _fit_cnn(images, labels, num_classes=num_classes, seed=seed, steps=cnn_steps,
-                        device=device)
+                        device=device, on_step=on_step)
     if kind == "resnet9":
         return fit_resnet9(images, labels, num_classes=num_classes, seed=seed,
-                            steps=resnet9_steps, device=device)
+                            steps=resnet9_steps, device=device, on_step=on_step)
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from sklearn.neural_network import MLPClassifier

@@ -37,6 +37,7 @@ from raydp_synth.data.public import load_public_records
 from raydp_synth.errors import ConfigError
 from raydp_synth.evaluation.classifiers import (
     CLASSIFIER_KINDS,
+    CLASSIFIER_STEPS,
     DEFAULT_CLASSIFIERS,
     CNNClassifier,
     fit_classifier,
@@ -48,7 +49,7 @@ from raydp_synth.evaluation.inception import (
     resolve_weights,
 )
 from raydp_synth.evaluation.metrics import frechet_distance, inception_score
-from raydp_synth.log import progress
+from raydp_synth.log import phase_progress, progress
 from raydp_synth.methods import get_method
 from raydp_synth.release.generator import TrainedGenerator
 
@@ -151,9 +152,10 @@ def feature_network(reference: ImageDataset, *, seed: int, steps: int,
                     device: str = "cpu") -> CNNClassifier:
     """The domain-CNN FID/IS network, trained on ``reference`` (public data or the
     test split)."""
-    model = fit_classifier("cnn", reference.images, reference.labels,
-                           num_classes=reference.num_classes, seed=seed, cnn_steps=steps,
-                           device=device)
+    with phase_progress(steps, f"domain CNN ({len(reference)} images)") as bar:
+        model = fit_classifier("cnn", reference.images, reference.labels,
+                               num_classes=reference.num_classes, seed=seed, cnn_steps=steps,
+                               device=device, on_step=bar.update)
     if not isinstance(model, CNNClassifier):
         raise TypeError(f"fit_classifier('cnn') returned a {type(model).__name__}")
     return model
@@ -174,8 +176,13 @@ def evaluate_generator(
     images, labels = generator.balanced(num_synthetic, seed=seed)
     out: dict[str, float] = {}
     for kind in classifiers:
-        model = fit_classifier(kind, images, labels, num_classes=test.num_classes, seed=seed,
-                               device=device)
+        steps = CLASSIFIER_STEPS.get(kind)
+        with phase_progress(steps or 1, f"CAS {kind} on {len(images)} synthetic images") as bar:
+            model = fit_classifier(kind, images, labels, num_classes=test.num_classes,
+                                   seed=seed, device=device,
+                                   on_step=bar.update if steps else None)
+            if not steps:
+                bar.update()
         out[f"cas_{kind}"] = float((model.predict(test.images) == test.labels).mean())
     out["fid_cnn"] = frechet_distance(features.features(images), features.features(test.images))
     out["is_cnn"] = inception_score(features.probabilities(images))
