@@ -92,6 +92,7 @@ def main(out: Path) -> int:
         result = run_study(StudyRequest(
             method="dpaf", epsilon=6.0, delta=1e-5, trials=2, workers_per_trial=2,
             search_space=longer_tiny(out), storage=out, name="multinode", evaluate=False,
+            synthetic_samples=20,
         ))
         observed["finished"] = [t["trial"] for t in result.trials]
         observed["best"] = result.best_trial

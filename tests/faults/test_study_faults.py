@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -105,7 +106,7 @@ def test_a_train_worker_killed_mid_trial_keeps_its_grant_and_is_not_rerun(
     killer.start()
     result = run_study(StudyRequest(
         method="dpaf", epsilon=6.0, delta=DELTA, trials=2, search_space=longer_tiny(tmp_path),
-        storage=tmp_path, name="killed-worker", evaluate=False,
+        storage=tmp_path, name="killed-worker", evaluate=False, synthetic_samples=20,
     ))
     killer.join(timeout=5)
     assert killed, f"no loop process was killed (last seen: {seen})"
@@ -119,32 +120,62 @@ def test_a_train_worker_killed_mid_trial_keeps_its_grant_and_is_not_rerun(
     assert statement["epsilon"] <= 6.0
 
 
-@pytest.mark.parametrize("tune_saved", [True, False], ids=["tune-restore", "tune-never-saved"])
-def test_a_killed_driver_resumes_on_the_same_ledger(ray_local, tmp_path, capsys,
-                                                    tune_saved) -> None:
-    """Kill a study's whole process group (driver, local Ray, trial) while its first
-    trial trains; then --resume. If Tune had saved its experiment, Tune restores it
-    (the search's state, trial count) and the interrupted trial is refused a second
-    grant; if not (killed in its first seconds), a new experiment runs the trials
-    the ledger has not granted. Either way the first grant stays charged, the study
-    runs only the trial it has left, and the total stays within budget."""
-    study = tmp_path / "resumed"
-    argv = ["dpaf", "--epsilon", "6", "--trials", "2", "--search-space", str(TINY),
-            "--storage", str(tmp_path), "--name", "resumed", "--no-eval"]
-    proc = subprocess.Popen([sys.executable, "-m", "raydp_synth.tune", *argv],
-                            start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+#: The driver-kill study's command line (``--resume`` is added to resume it). A small
+#: release (20 synthetic rows): what is checked is the ledger and the statement.
+KILLED_STUDY_ARGV = ["dpaf", "--epsilon", "6", "--trials", "2", "--search-space", str(TINY),
+                     "--name", "resumed", "--no-eval", "--synthetic-samples", "20"]
+
+
+@pytest.fixture(scope="module")
+def killed_study(tmp_path_factory) -> tuple[Path, Path]:
+    """A study (its own process group: driver, local Ray, trial) killed with SIGKILL
+    while its first trial trains, once Tune has saved its experiment and the ledger
+    holds the first grant; and a copy of it as it was killed. Both resume tests
+    resume it: the kill is the same for both, only what they delete before the resume
+    differs. Each puts the copy back first, at the study's own path (Tune's saved
+    experiment names its storage by absolute path: a restore from a copy elsewhere
+    would write into the original)."""
+    storage = tmp_path_factory.mktemp("killed-driver")
+    study = storage / "resumed"
+    log = tmp_path_factory.mktemp("killed-driver-log") / "study.log"
+    with log.open("wb") as output:
+        proc = subprocess.Popen([sys.executable, "-m", "raydp_synth.tune", *KILLED_STUDY_ARGV,
+                                 "--storage", str(storage)],
+                                start_new_session=True, stdout=output,
+                                stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             saved = any(study.glob("tune/experiment_state*.json"))
             if saved and ledger_entries(study, "grant"):
                 break
-            assert proc.poll() is None, "the study ended before its first grant"
+            assert proc.poll() is None, ("the study ended before its first grant:\n"
+                                         + log.read_text(errors="replace")[-3000:])
             time.sleep(0.2)
+        else:
+            pytest.fail("no first grant in 300 s:\n" + log.read_text(errors="replace")[-3000:])
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    as_killed = tmp_path_factory.mktemp("as-killed") / "resumed"
+    shutil.copytree(study, as_killed)
+    return study, as_killed
+
+
+@pytest.mark.parametrize("tune_saved", [True, False], ids=["tune-restore", "tune-never-saved"])
+def test_a_killed_driver_resumes_on_the_same_ledger(ray_local, killed_study, capsys,
+                                                    tune_saved) -> None:
+    """Kill a study's whole process group (driver, local Ray, trial) while its first
+    trial trains; then --resume (the study as it was killed: :func:`killed_study`).
+    If Tune had saved its experiment, Tune restores it (the search's state, trial
+    count) and the interrupted trial is refused a second grant; if not (killed in its
+    first seconds), a new experiment runs the trials the ledger has not granted.
+    Either way the first grant stays charged, the study runs only the trial it has
+    left, and the total stays within budget."""
+    study, as_killed = killed_study
+    shutil.rmtree(study)  # an earlier resume's
+    shutil.copytree(as_killed, study)
+    argv = [*KILLED_STUDY_ARGV, "--storage", str(study.parent)]
     if not tune_saved:  # as if killed before Tune's first save
         for path in study.glob("tune/experiment_state*.json"):
             path.unlink()

@@ -14,12 +14,16 @@ from raydp_synth.train.driver import TrainRequest, run_training
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
+#: Rows of each release's synthetic.parquet (10,000 by default: for privimage-d, that
+#: many samples of its diffusion model). What is checked here is the run, not them.
+SYNTHETIC_SAMPLES = 100
+
 
 def test_dpgan_with_a_public_fraction_of_digits(ray_local, tmp_path) -> None:
     out = tmp_path / "run"
     run_training(TrainRequest(
         method="dpgan", epsilon=5.0, delta=1e-5, out=out, workers=2, evaluate=False,
-        public="digits:fraction=0.05",
+        public="digits:fraction=0.05", synthetic_samples=SYNTHETIC_SAMPLES,
         settings={"epochs": "1", "capacity": "4", "groups": "3", "warm_start_iters": "4",
                   "public_batch_size": "16"},
     ))
@@ -49,7 +53,7 @@ def test_privimage_on_digits_uses_the_documented_public_declaration(
     out = tmp_path / "run"
     run_training(TrainRequest(
         method=method, epsilon=5.0, delta=1e-5, out=out, workers=1, evaluate=False,
-        settings=settings,
+        settings=settings, synthetic_samples=SYNTHETIC_SAMPLES,
     ))
     run = json.loads((out / "run.json").read_text())
     assert run["public"] == "digits:fraction=0.3"

@@ -78,11 +78,13 @@ def test_study_runs_as_a_ray_job_with_token_auth(head, tmp_path) -> None:
     address, env, ray_bin = head
     storage = tmp_path / "studies"
     # The job runs from the repository (an editable install here), with this
-    # interpreter: on a cluster, `python` is the cluster's environment.
+    # interpreter: on a cluster, `python` is the cluster's environment. One trial and
+    # a small release: what is checked is the job's run under token authentication
+    # (the search itself is tests/tune/test_study.py's).
     command = [str(ray_bin), "job", "submit", "--address", address, "--",
                sys.executable, "-m", "raydp_synth.tune", "dpaf", "--epsilon", "4",
-               "--trials", "2", "--search-space", str(TINY), "--storage", str(storage),
-               "--name", "job", "--no-eval"]
+               "--trials", "1", "--search-space", str(TINY), "--storage", str(storage),
+               "--name", "job", "--no-eval", "--synthetic-samples", "20", "--set", "epochs=1"]
     for _ in range(30):  # the head's job agent comes up a little after the dashboard
         submit = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
                                 timeout=500)

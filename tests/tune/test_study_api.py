@@ -52,7 +52,8 @@ def test_run_study_returns_the_result_grid_and_persists_optuna_in_the_study(
 
     result = run_study(StudyRequest(method="dpaf", epsilon=6.0, delta=1e-5, trials=2,
                                     search_space=TINY, storage=tmp_path, name="api",
-                                    evaluate=False, synthetic_samples=20))
+                                    evaluate=False, synthetic_samples=20,
+                                    settings={"epochs": 1}))  # TINY's 2 epochs halved
     study = tmp_path / "api"
     grid = result.result_grid
     assert isinstance(grid, ResultGrid) and len(grid) == 2 and not grid.errors
