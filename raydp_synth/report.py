@@ -173,6 +173,14 @@ def _run_row(directory: Path) -> ReportRow:
         num_synthetic=count, train_s=_timing(directory))
 
 
+def _release_pricing(privacy: dict[str, Any]) -> dict[str, Any]:
+    """A study release's account of its search: its accountant's statement (under
+    ``details.study``; a release written before that layout: ``pricing``)."""
+    if "details" in privacy:
+        return dict((privacy["details"] or {}).get("study") or {})
+    return dict(privacy.get("pricing") or {})
+
+
 def _search_counts(pricing: dict[str, Any], request: dict[str, Any]) -> str:
     """What a study's epsilon counts, in its pricing strategy's words; what the
     release's pricing lacks comes from the study's request."""
@@ -191,7 +199,7 @@ def _study_row(directory: Path) -> ReportRow:
     study = _optional(directory / "study.json") or {}
     request = study.get("request") or {}
     privacy = _optional(directory / "release" / "privacy.json")
-    pricing = dict((privacy or {}).get("pricing") or {})
+    pricing = _release_pricing(privacy or {})
     if (directory / LEDGER_NAME).is_file():
         # Everything the accountant charged, the search included (also before a release).
         statement, _ = ledger_statement(directory)

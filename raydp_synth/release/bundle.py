@@ -60,6 +60,7 @@ __all__ = [
     "SYNTHETIC_FILE",
     "privacy_statement",
     "public_data_note",
+    "reader_layout",
     "public_facts",
     "release_provenance",
     "sample_caption",
@@ -83,13 +84,12 @@ DEFAULT_SYNTHETIC_SAMPLES = 10_000
 NEIGHBOURING_RELATION: dict[str, str] = {
     "relation": "add or remove one record (an image and its label), with the public facts "
                 "(public_facts) held fixed as inputs of the mechanism",
-    "dp_accounting": "NeighboringRelation.REPLACE_SPECIAL",
     "note": "n is published (the plan's sample rates q = B/n and step counts), so a "
             "neighbouring dataset keeps n: one record is replaced by a null record that "
             "contributes nothing to any mechanism (the zero-out relation). For the "
             "Poisson-subsampled and one-shot Gaussian mechanisms of a plan, dp-accounting's "
-            "RdpAccountant gives the same epsilon under REPLACE_SPECIAL as under "
-            "ADD_OR_REMOVE_ONE, the relation it prices with; replacing a record by a null "
+            "RdpAccountant gives the same epsilon for that relation (its REPLACE_SPECIAL) as "
+            "for adding or removing one record, the relation it prices with; replacing a record by a null "
             "record gives these mechanisms the output distribution of removing it, so the "
             "add-or-remove-one PLDAccountant's bound (both directions) covers it too",
 }
@@ -334,6 +334,71 @@ def privacy_statement(
     return statement
 
 
+#: The order of ``privacy.json``'s keys: the statement a reader needs first, the
+#: details (the plan, the study's own statement, provenance) below. Keys not listed
+#: (a study's extra fields) come before ``details``.
+READER_ORDER = ("summary", "dp_release", "reason", "warning", "epsilon", "delta", "private",
+                "scope", "method", "dataset", "accounting", "neighbouring_relation",
+                "public_facts", "public_data")
+#: What ``privacy.json`` keeps under ``details``.
+DETAILS = ("plan", "released_trial_plan", "study", "software", "created")
+
+
+def summary_line(statement: dict[str, Any]) -> str:
+    """The statement in one sentence, the first line of ``privacy.json``."""
+    what = f"{statement.get('method', 'the generator')} on {statement.get('dataset')}"
+    eps, delta = statement.get("epsilon"), statement.get("delta")
+    bound = (f"({eps:.4g}, {delta:g})-DP" if isinstance(eps, (int, float)) else
+             "no epsilon stated")
+    line = (f"{bound} for {statement.get('scope')}: {what}; neighbouring datasets differ by "
+            "one record added or removed, the public facts held fixed")
+    if not statement.get("private", True):
+        line = f"NOT PRIVATE: {what} is a non-private reference run; do not publish it"
+    if statement.get("dp_release") is False:
+        line = f"NOT A DP RELEASE (its DP randomness was fixed by a seed); {line}"
+    return line
+
+
+def reader_layout(statement: dict[str, Any]) -> dict[str, Any]:
+    """``privacy.json`` as a reader takes it: a one-sentence ``summary``, then epsilon,
+    delta, scope and the rest of the statement, the accounting once (``accounting``:
+    the accountant that states the epsilon, the rule, both accountants' epsilons),
+    the relation once, and the ``details`` below (the plan, a study's own statement,
+    the software and the time). docs/privacy-json.schema.json is its schema.
+
+    ``statement``: :func:`privacy_statement`'s (a run's) or a study's (its accountant's
+    statement under ``pricing``), with :func:`release_provenance` merged in. A layout
+    already made is returned unchanged."""
+    if "accounting" in statement and "summary" in statement:
+        return dict(statement)
+    rest = dict(statement)
+    pricing = dict(rest.pop("pricing", None) or {})
+    accountant = rest.pop("accountant", None)
+    accounting: dict[str, Any] = {}
+    study: dict[str, Any] | None = None
+    if "mode" in pricing:  # a study: the accountant's statement of the whole search
+        study = pricing
+        accounting = dict(study.pop("pricing", None) or {})
+        for key in ("epsilon", "delta", "accountant", "dp_accounting"):
+            study.pop(key, None)
+        accounting["budget_epsilon"] = study.pop("budget_epsilon", None)
+    else:
+        accounting = pricing
+    accounting.pop("epsilon", None)  # the statement's own
+    accounting = {"accountant": accounting.pop("accountant", accountant), **accounting}
+    if "target_epsilon" in rest:
+        accounting["target_epsilon"] = rest.pop("target_epsilon")
+    if rest.get("private") is False:
+        accounting = {"accountant": None}
+    rest["accounting"] = accounting
+    if study is not None:
+        rest["study"] = study
+    rest["summary"] = summary_line(rest)
+    details = {key: rest.pop(key) for key in DETAILS if key in rest}
+    ordered = {key: rest.pop(key) for key in READER_ORDER if key in rest}
+    return {**ordered, **rest, "details": details}
+
+
 def public_data_note(public: str) -> dict[str, str]:
     """What a statement says of the data declared public."""
     return {
@@ -389,4 +454,4 @@ def write_release(
                             seed=seed + 1)
     save_weights(generator.module.state_dict(), release_dir / GENERATOR_WEIGHTS)
     (release_dir / GENERATOR_CONFIG).write_text(json.dumps(generator.descriptor(), indent=2))
-    (release_dir / "privacy.json").write_text(json.dumps(statement, indent=2))
+    (release_dir / "privacy.json").write_text(json.dumps(reader_layout(statement), indent=2))

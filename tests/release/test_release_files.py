@@ -84,12 +84,15 @@ def test_samples_png_carries_its_caption_and_class_names(release: Path) -> None:
 
 def test_privacy_json_names_method_versions_and_creation_time(release: Path) -> None:
     written = json.loads((release / "privacy.json").read_text())
-    for key, value in STATEMENT.items():  # the caller's keys stay
-        assert written[key] == value
+    for key, value in STATEMENT.items():  # the caller's keys stay (the accountant once)
+        assert (written["accounting"] if key == "accountant" else written)[key] == value
     assert written["neighbouring_relation"] == NEIGHBOURING_RELATION
+    assert list(written)[:4] == ["summary", "epsilon", "delta", "private"]
+    assert written["summary"].startswith("(2.5, 1e-05)-DP for one training run")
+    assert list(written)[-1] == "details"
     assert written["public_facts"]["classes"]["names"] == list(NAMES)
     assert written["method"] == "dpaf"
-    software = written["software"]
+    software = written["details"]["software"]
     assert set(software) == {"raydp_synth", "torch", "opacus", "dp-accounting"}
     assert software["torch"] == torch.__version__.split("+")[0] or \
         software["torch"] == torch.__version__
@@ -97,8 +100,8 @@ def test_privacy_json_names_method_versions_and_creation_time(release: Path) -> 
 
     assert software["opacus"] == opacus.__version__
     assert software["dp-accounting"] is not None
-    created = datetime.fromisoformat(written["created"].replace("Z", "+00:00"))
-    assert written["created"].endswith("Z") and created.utcoffset().total_seconds() == 0
+    created = datetime.fromisoformat(written["details"]["created"].replace("Z", "+00:00"))
+    assert written["details"]["created"].endswith("Z") and created.utcoffset().total_seconds() == 0
     assert abs((datetime.now(timezone.utc) - created).total_seconds()) < 600
 
 
@@ -145,3 +148,11 @@ def test_missing_weights_name_the_folder(tmp_path: Path) -> None:
     (tmp_path / "generator.json").write_text("{}")
     with pytest.raises(ConfigError, match="generator.safetensors is missing"):
         TrainedGenerator.from_release(tmp_path)
+
+
+def test_privacy_json_follows_its_schema(release: Path) -> None:
+    """docs/privacy-json.schema.json: the statement first, the accounting and the
+    relation once, the details below (a study's release is checked in tests/tune)."""
+    from tests.release.privacy_schema import check_privacy_json
+
+    check_privacy_json(json.loads((release / "privacy.json").read_text()))

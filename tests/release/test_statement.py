@@ -65,7 +65,9 @@ def test_a_chosen_dp_seed_marks_the_statement_not_a_dp_release(tmp_path) -> None
         written = json.loads((release / "privacy.json").read_text())
         if seeded:
             assert written["dp_release"] is False and written["reason"] == REPRODUCIBILITY_RUN
-            assert list(written)[:2] == ["dp_release", "reason"]  # first thing a reader sees
+            # The first things a reader sees: the summary says so, then the reason.
+            assert list(written)[:3] == ["summary", "dp_release", "reason"]
+            assert written["summary"].startswith("NOT A DP RELEASE")
             assert "reproducibility run, not a DP release" in written["reason"]
         else:
             assert "dp_release" not in written and "reason" not in written

@@ -16,6 +16,7 @@ from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.pricing import epsilon as stated_epsilon
 from raydp_synth.privacy.selection_score import SELECTION_SCORE
 from raydp_synth.train.driver import TrainRequest, run_training
+from tests.release.privacy_schema import check_privacy_json
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -68,12 +69,13 @@ def test_release_bundle_is_complete(run_dir) -> None:
 def test_privacy_statement_is_dp_accountings_value_and_within_budget(run_dir) -> None:
     out, result = run_dir
     statement = json.loads((out / "release" / "privacy.json").read_text())
-    event = event_from_json(statement["plan"]["event"])
+    check_privacy_json(statement)
+    event = event_from_json(statement["details"]["plan"]["event"])
     assert statement["epsilon"] == pytest.approx(stated_epsilon(event, delta=statement["delta"]), rel=1e-12)
     assert 0.95 * 4.0 <= statement["epsilon"] <= 4.0
     assert result.epsilon == statement["epsilon"]
     # The plan covers the private selection score: a one-shot Gaussian, sensitivity 1.
-    score = {m["name"]: m for m in statement["plan"]["mechanisms"]}["selection_score"]
+    score = {m["name"]: m for m in statement["details"]["plan"]["mechanisms"]}["selection_score"]
     assert score["sample_rate"] is None and score["num_steps"] == 1 and score["sensitivity"] == 1.0
 
 
@@ -82,7 +84,7 @@ def test_selection_score_is_released_with_the_planned_noise(run_dir) -> None:
     saved = json.loads((out / "score.json").read_text())
     assert saved == result.score.to_dict() and saved["private"] is True
     statement = json.loads((out / "release" / "privacy.json").read_text())
-    sigma = {m["name"]: m for m in statement["plan"]["mechanisms"]}["selection_score"]["noise_multiplier"]
+    sigma = {m["name"]: m for m in statement["details"]["plan"]["mechanisms"]}["selection_score"]["noise_multiplier"]
     assert saved["noise_std"] == pytest.approx(sigma / saved["num_records"])
 
 
@@ -127,7 +129,7 @@ def test_reported_metrics_are_on_the_allowlist(run_dir) -> None:
     spent = [row["epsilon_spent"] for row in result.metrics]
     assert spent == sorted(spent)
     statement = json.loads((out / "release" / "privacy.json").read_text())
-    plan = PrivacyPlan.from_dict(statement["plan"])
+    plan = PrivacyPlan.from_dict(statement["details"]["plan"])
     assert spent[-1] == pytest.approx(plan.without(SELECTION_SCORE).epsilon(), rel=1e-9)
     assert spent[-1] < result.epsilon
     assert json.loads((out / "metrics.json").read_text()) == result.metrics

@@ -36,7 +36,7 @@ def test_dpgan_with_a_public_fraction_of_digits(ray_local, tmp_path) -> None:
     statement = json.loads((out / "release" / "privacy.json").read_text())
     assert statement["public_data"]["declared"] == "digits:fraction=0.05"
     assert statement["epsilon"] <= 5.0
-    critic = statement["plan"]["mechanisms"][0]
+    critic = statement["details"]["plan"]["mechanisms"][0]
     assert critic["name"] == "critic" and critic["sensitivity"] == pytest.approx(3 ** 0.5)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics and all(set(m) <= get_method("dpgan").metric_allowlist for m in metrics)
@@ -59,7 +59,7 @@ def test_privimage_on_digits_uses_the_documented_public_declaration(
     assert run["public"] == "digits:fraction=0.3"
     statement = json.loads((out / "release" / "privacy.json").read_text())
     assert statement["public_data"]["declared"] == "digits:fraction=0.3"
-    assert {m["name"] for m in statement["plan"]["mechanisms"]} == {
+    assert {m["name"] for m in statement["details"]["plan"]["mechanisms"]} == {
         "semantic_query", fine_tuning, "selection_score"}
     assert (out / "release" / "samples.png").is_file()
     assert statement["epsilon"] <= 5.0
