@@ -37,5 +37,5 @@ def test_dp_hypo_study_is_priced_by_dp_hypo(ray_local, tmp_path) -> None:
     expected = adaptive_random_stopping_epsilon(reference, mean=1.0, shape=1.0, delta=1e-5,
                                                 density_ratio=2.0)
     assert statement["epsilon"] == pytest.approx(expected, rel=1e-9) and expected <= 5.0
-    pricing = statement["pricing"]
+    pricing = statement["details"]["study"]
     assert "DP-HyPO" in pricing["theorem"] and pricing["density_ratio"] == 2.0

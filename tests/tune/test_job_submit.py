@@ -94,7 +94,7 @@ def test_study_runs_as_a_ray_job_with_token_auth(head, tmp_path) -> None:
     assert submit.returncode == 0, submit.stdout[-3000:] + submit.stderr[-3000:]
     assert "succeeded" in submit.stdout
     statement = json.loads((storage / "job" / "release" / "privacy.json").read_text())
-    assert statement["pricing"]["mode"] == "compose" and statement["epsilon"] <= 4.0
+    assert statement["details"]["study"]["mode"] == "compose" and statement["epsilon"] <= 4.0
 
 
 def test_without_the_token_mode_the_client_is_refused(head) -> None:
