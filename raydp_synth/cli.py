@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -131,8 +134,34 @@ def release_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {key: value for key, value in given.items() if value is not None}
 
 
+def _exit_now(signum: int, frame: Any) -> None:
+    """A second Ctrl-C: exit at once (130), whatever cleanup the first one started
+    (stopping trials, shutting Ray down). The ledger stays whole: its entries are
+    appended durably, a torn last line is dropped on the next read."""
+    os.write(2, b"interrupted again; exiting now\n")
+    os._exit(130)
+
+
+def _first_interrupt(signum: int, frame: Any) -> None:
+    """The first Ctrl-C: a KeyboardInterrupt, as Python's own handler raises (the
+    command stops cleanly and says what it kept); the next one exits at once."""
+    signal.signal(signal.SIGINT, _exit_now)
+    raise KeyboardInterrupt
+
+
+def _install_interrupt_handlers() -> None:
+    """In the main thread, where Python's default SIGINT handler is in place (not
+    where SIGINT is ignored: a job started in the background keeps ignoring it)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _first_interrupt)
+
+
 def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> None:
-    """Run ``main``; a :class:`UserError` prints ``error: ...`` and exits with 2."""
+    """Run ``main``; a :class:`UserError` prints ``error: ...`` and exits with 2; the
+    first Ctrl-C stops it (exit 130, one line on what was kept), a second exits at once."""
+    _install_interrupt_handlers()
     try:
         code = main(argv)
     except Interrupted as err:

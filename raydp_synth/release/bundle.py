@@ -22,6 +22,8 @@ is the zero-out relation. docs/privacy.md, "What the guarantee assumes public".
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib import metadata
@@ -442,7 +444,29 @@ def write_release(
         declared = (statement.get("public_data") or {}).get("declared")
         statement["public_facts"] = public_facts(generator.data, generator.class_names,
                                                  public=declared)
-    release_dir.mkdir(parents=True, exist_ok=True)
+    # Whole or not at all: the files go to a folder beside it, renamed into place once
+    # all are written, so a Ctrl-C or a crash mid-write leaves no partial release (a
+    # release is its privacy.json and what it covers).
+    release_dir = Path(release_dir)
+    release_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = release_dir.with_name(f".{release_dir.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    try:
+        _write_release_files(partial, generator=generator, statement=statement,
+                             num_synthetic=num_synthetic, seed=seed,
+                             samples_per_class=samples_per_class)
+        if release_dir.exists():
+            shutil.rmtree(release_dir)
+        os.replace(partial, release_dir)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def _write_release_files(release_dir: Path, *, generator: TrainedGenerator,
+                         statement: dict[str, Any], num_synthetic: int, seed: int,
+                         samples_per_class: int) -> None:
     k = generator.data.num_classes
     grid_labels = torch.arange(k).repeat_interleave(samples_per_class)
     grid = generator.sample(grid_labels, seed=seed)

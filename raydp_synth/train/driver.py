@@ -47,7 +47,7 @@ from raydp_synth.data.public import (
     public_records,
 )
 from raydp_synth.data.spec import absolute_spec
-from raydp_synth.errors import ConfigError
+from raydp_synth.errors import ConfigError, Interrupted
 from raydp_synth.evaluation.inception import resolve_weights
 from raydp_synth.evaluation.report import EvaluationSettings, evaluate_run, format_table
 from raydp_synth.evaluation.selection import (
@@ -303,6 +303,13 @@ def fit_on_ray_train(
                              logging_config=LoggingConfig(log_level=ray_log_level()),
                              worker_runtime_env={"env_vars": worker_env()}),
     )
+    # Ray Train installs a SIGINT handler of its own in fit() (a graceful abort of the
+    # run, then sys.exit(0) on the third) and never restores it: a Ctrl-C during fit
+    # would let the run go on to its release, and one during the evaluation after it
+    # hung on the dead controller. The command's handler stays (cli.run_cli: the
+    # first Ctrl-C raises KeyboardInterrupt, a second exits at once).
+    if hasattr(trainer, "_register_sigint_handler"):
+        trainer._register_sigint_handler = lambda controller: None
     result = trainer.fit()
     if stamps is not None and timing_file.is_file():
         stamps.update(json.loads(timing_file.read_text()))
@@ -507,6 +514,10 @@ def _run_training(request: TrainRequest) -> RunResult:
                                       reproducibility_seed=request.dp_seed is not None)
         write_release(out / "release", generator=generator, statement=statement,
                       num_synthetic=request.synthetic_samples, seed=request.seed)
+    except KeyboardInterrupt:
+        shutil.rmtree(out, ignore_errors=True)
+        raise Interrupted(f"nothing released ({out} is removed); run the command again "
+                          "to train anew") from None
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)
         raise
@@ -522,8 +533,12 @@ def _run_training(request: TrainRequest) -> RunResult:
           f"records): {score.value:.4f}" + (f" +- {score.noise_std:.4f}" if score.private else ""))
     evaluation = None
     if request.evaluate:
-        evaluation = evaluate_run(out, splits=splits, settings=evaluation_settings(
-            use_gpu=request.use_gpu, curve_checkpoints=request.curve_checkpoints,
-            fid_weights=request.fid_weights))
+        try:
+            evaluation = evaluate_run(out, splits=splits, settings=evaluation_settings(
+                use_gpu=request.use_gpu, curve_checkpoints=request.curve_checkpoints,
+                fid_weights=request.fid_weights))
+        except KeyboardInterrupt:
+            raise Interrupted(f"the release in {out / 'release'} stands; rerun its evaluation "
+                              f"with: python -m raydp_synth.evaluate {out}") from None
         print(format_table(evaluation))
     return RunResult(out=out, epsilon=epsilon, metrics=metrics, score=score, evaluation=evaluation)
