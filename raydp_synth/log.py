@@ -29,6 +29,16 @@ in the job's and the Train workers' runtime environments by
 worker loops calls :func:`configure_worker_console`. Ray Train's own log level is
 :func:`ray_log_level` (``RunConfig(logging_config=...)``).
 
+Ray's noise (its deprecation warnings, its C++ core-worker lines, the "Found multiple
+active Ray instances" tracebacks of Train's helper actors on a shared host) is kept off
+the console unless ``--verbose``, in two places: Ray's processes get
+:data:`QUIET_WARNINGS` in :data:`WARNINGS_ENV` (:func:`warnings_env`), so they do not
+print Ray's deprecation warnings at all; and the driver's printer of the lines Ray
+forwards drops :data:`RAY_NOISE_LINES` and :data:`RAY_NOISE_TRACEBACKS`
+(:class:`WorkerLogFilter`, installed by
+:func:`~raydp_synth.runtime.ray_session.filter_worker_logs`); Ray's log files keep
+those lines.
+
 Why a worker's line used to print twice: Ray Train v2 replaces ``print`` in its
 workers with a function that, because a Ray worker's ``sys.stdout`` is Ray's log file
 and not ``sys.__stdout__``, both prints the line (to the worker's ``.out``) and logs it
@@ -41,9 +51,11 @@ for any other ``print`` in a worker.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,9 +63,13 @@ from typing import IO, Any
 
 __all__ = [
     "LOGGER_NAME",
+    "QUIET_WARNINGS",
     "RAY_LOGGERS",
+    "RAY_NOISE_LINES",
+    "RAY_NOISE_TRACEBACKS",
     "VERBOSITY_ENV",
     "Verbosity",
+    "WARNINGS_ENV",
     "configure_console",
     "configure_worker_console",
     "current_verbosity",
@@ -62,6 +78,9 @@ __all__ = [
     "quiet_ray_loggers",
     "ray_log_level",
     "tune_verbosity",
+    "WorkerLogFilter",
+    "is_ray_noise",
+    "warnings_env",
     "worker_env",
 ]
 
@@ -213,6 +232,26 @@ def tune_verbosity() -> int:
     return {Verbosity.QUIET: 0, Verbosity.DEFAULT: 1, Verbosity.VERBOSE: 2}[current_verbosity()]
 
 
+#: Python's warning filters (``-W``) of a process, from its environment.
+WARNINGS_ENV = "PYTHONWARNINGS"
+#: :data:`WARNINGS_ENV` of Ray's processes at default and quiet verbosity. Ray adds a
+#: filter that shows its ``RayDeprecationWarning`` once per module, but only where no
+#: ``-W`` option is set (``ray.util.annotations``: ``if not sys.warnoptions``); with
+#: this one Python's default applies, which ignores deprecation warnings outside
+#: ``__main__`` (a Ray worker's ``__main__`` is Ray's).
+QUIET_WARNINGS = "ignore::DeprecationWarning"
+
+
+def warnings_env() -> dict[str, str]:
+    """The warning filters for Ray's processes: the user's :data:`WARNINGS_ENV` if set,
+    else :data:`QUIET_WARNINGS` unless ``--verbose`` (then Ray's own behaviour)."""
+    if os.environ.get(WARNINGS_ENV):
+        return {WARNINGS_ENV: os.environ[WARNINGS_ENV]}
+    if current_verbosity() is Verbosity.VERBOSE:
+        return {}
+    return {WARNINGS_ENV: QUIET_WARNINGS}
+
+
 def worker_env() -> dict[str, str]:
     """Environment variables that carry the console settings to Ray's processes."""
     return {VERBOSITY_ENV: current_verbosity().value,
@@ -283,3 +322,166 @@ def phase_progress(total: int, description: str, *, unit: str = "step") -> Itera
     finally:
         if hasattr(bar, "close"):
             bar.close()
+
+
+# --- Ray's noise on the console --------------------------------------------------------
+#
+# The driver prints what Ray forwards from its worker processes (the ``.out``/``.err``
+# files of actors and tasks: Train's controller, its workers, Tune's trials). Some of
+# it is Ray talking to itself. At default and quiet verbosity the lines below are kept
+# off the user's console by :class:`WorkerLogFilter` (installed in the driver by
+# :func:`~raydp_synth.runtime.ray_session.ensure_ray`); they stay in Ray's own log files
+# (``/tmp/ray/session_*/logs``; Ray's deprecation warnings are, besides, not printed at
+# all by processes that get :func:`warnings_env`), and ``--verbose`` shows them. Our lines
+# (``[raydp_synth] ...``) always pass, and so does every other line: a Python traceback
+# of our code, an exception a trial raised, Ray's fatal (``F``) C++ lines.
+
+#: Single lines of Ray's noise: (pattern searched in a forwarded line, why it is noise).
+RAY_NOISE_LINES: tuple[tuple[str, str], ...] = (
+    (r"\bRayDeprecationWarning\b",
+     "Ray warning about its own use of a deprecated Ray API (e.g. Ray Data's "
+     "ExecutionOptions.exclude_resources in Train's controller): nothing the user can "
+     "change; the source line Python prints below a warning is dropped with it"),
+    (r"/ray/\S+\.py:\d+: DeprecationWarning:",
+     "a DeprecationWarning raised inside Ray's own package, same reason"),
+    (r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [DIWE] \d+ \d+\] "
+     r"(core_worker\w*|gcs_\w+)\.cc:\d+:",
+     "a C++ log line of Ray's core worker or GCS client (e.g. 'Actor with class name: "
+     "PreemptionWatcher ... has constructor arguments in the object store and "
+     "max_restarts > 0'): Ray's internals; fatal (F) lines still show"),
+    (r"Found multiple active Ray instances",
+     "Ray's state API in Train's PlacementGroupCleaner/TrainStateActor looking for 'the' "
+     "local cluster on a host where another user's or test's Ray runs; our run is not "
+     "affected (the same message ends the tracebacks of RAY_NOISE_TRACEBACKS)"),
+    (r"Failed to query Ray Train Controller actor state",
+     "Train's PlacementGroupCleaner retrying its state query (repeated every few "
+     "seconds without a dashboard or with another Ray on the host); it continues"),
+)
+#: Tracebacks of Ray's noise: a traceback (with the line before it that introduces it,
+#: e.g. "Exception in thread ..." or a Ray log line) is dropped whole when one of its
+#: lines contains one of these; any other traceback is shown.
+RAY_NOISE_TRACEBACKS: tuple[tuple[str, str], ...] = (
+    ("Found multiple active Ray instances",
+     "Train's PlacementGroupCleaner and TrainStateActor threads dying on Ray's "
+     "ConnectionError when a second Ray runs on the host (63 of 198 console lines of a "
+     "`train` run on a shared host); Train's run itself goes on"),
+)
+
+_NOISE_RES = tuple(re.compile(pattern) for pattern, _ in RAY_NOISE_LINES)
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
+_CHAIN_LINES = ("During handling of the above exception, another exception occurred:",
+                "The above exception was the direct cause of the following exception:")
+#: A pending traceback split across two batches of one process is shown once it is
+#: this old (in seconds) and not finished; a longer one is shown at this many lines.
+_PENDING_MAX_AGE_S = 2.0
+_PENDING_MAX_LINES = 400
+
+
+def is_ray_noise(line: str) -> bool:
+    """Whether one forwarded line is Ray's noise (:data:`RAY_NOISE_LINES`); our own
+    ``[raydp_synth]`` lines never are."""
+    if line.lstrip().startswith(_PREFIX.strip()):
+        return False
+    return any(pattern.search(line) for pattern in _NOISE_RES)
+
+
+@dataclasses.dataclass
+class _Traceback:
+    lines: list[str]
+    metadata: dict[str, Any]
+    since: float
+    complete: bool = False  # its exception line is seen (a chained one may follow)
+
+    @property
+    def noisy(self) -> bool:
+        return any(marker in line for line in self.lines for marker, _ in RAY_NOISE_TRACEBACKS)
+
+
+class WorkerLogFilter:
+    """Drops Ray's noise from the batches of lines Ray forwards to the driver.
+
+    A batch is Ray's ``{"ip", "pid", "is_err", "lines", ...}`` of one process's stream;
+    :meth:`__call__` returns the batches to print (the same one less its noise, and a
+    traceback of another process held back from an earlier batch, now shown). A
+    traceback is held until its exception line to know whether it is Ray's noise
+    (:data:`RAY_NOISE_TRACEBACKS`); one still unfinished at the end of a batch waits
+    for the process's next batch, at most :data:`_PENDING_MAX_AGE_S` seconds."""
+
+    def __init__(self, clock: Any = None) -> None:
+        import time
+
+        self._clock = clock or time.monotonic
+        self._pending: dict[tuple[Any, ...], _Traceback] = {}
+        self._skip_source_line: set[tuple[Any, ...]] = set()
+
+    def __call__(self, batch: dict[str, Any]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        key = (batch.get("ip"), batch.get("pid"), batch.get("is_err"))
+        now = self._clock()
+        for other, held_back in list(self._pending.items()):
+            if other != key and now - held_back.since > _PENDING_MAX_AGE_S:
+                del self._pending[other]
+                if not held_back.noisy:
+                    out.append({**held_back.metadata, "lines": held_back.lines})
+        if batch.get("pid") == "autoscaler":  # the autoscaler's events: not ours to filter
+            return [*out, batch]
+        metadata = {k: v for k, v in batch.items() if k != "lines"}
+        lines: list[str] = []
+        head_candidate = False  # the last line shown is a plain line of this batch
+        block: _Traceback | None = self._pending.pop(key, None)
+        for line in batch.get("lines", []):
+            if block is not None:
+                held = self._continues(block, line)
+                if held:
+                    block.lines.append(line)
+                    if len(block.lines) < _PENDING_MAX_LINES:
+                        continue
+                if not block.noisy:  # finished (or too long to hold): decided
+                    lines.extend(block.lines)
+                block, head_candidate = None, False
+                if held:
+                    continue
+            if line.strip() == _TRACEBACK_HEAD:
+                # The line that introduces it ("Exception in thread ...", a log line)
+                # goes with it.
+                head = [lines.pop()] if head_candidate and lines[-1].strip() and not lines[
+                    -1].lstrip().startswith(_PREFIX.strip()) else []
+                block = _Traceback(lines=[*head, line], metadata=metadata, since=now)
+                continue
+            if key in self._skip_source_line:
+                self._skip_source_line.discard(key)
+                if line.startswith((" ", "\t")):  # the source line under a warning
+                    head_candidate = False
+                    continue
+            if is_ray_noise(line):
+                if "Warning:" in line:
+                    self._skip_source_line.add(key)
+                head_candidate = False
+                continue
+            lines.append(line)
+            head_candidate = True
+        if block is not None:
+            if block.complete:
+                if not block.noisy:
+                    lines.extend(block.lines)
+            else:
+                self._pending[key] = block
+        if lines:
+            out.append({**metadata, "lines": lines})
+        return out
+
+    @staticmethod
+    def _continues(block: _Traceback, line: str) -> bool:
+        """Whether ``line`` belongs to the traceback ``block`` (and updates it)."""
+        text = line.strip()
+        if not block.complete:
+            if not text or text == _TRACEBACK_HEAD or line.startswith((" ", "\t")):
+                return True  # frames, source lines, carets
+            block.complete = True  # the exception line
+            return True
+        if not text:
+            return True  # a blank line, maybe before a chained exception
+        if text in _CHAIN_LINES:  # the next traceback of the chain follows
+            block.complete = False
+            return True
+        return False

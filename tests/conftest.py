@@ -59,6 +59,8 @@ RAY_MODULE_SECONDS = {
     "tests/runtime/test_local_cluster.py": 88,
     "tests/tune/test_tune_on_public.py": 57,  # x0.70 (-n 0, 2026-11-28)
     "tests/tune/test_job_submit.py": 56,  # x0.70 (-n 0, 2026-11-28)
+    "tests/train/test_interrupt_train.py": 180,  # -n 0, contended, 2026-11-28
+    "tests/runtime/test_console_noise.py": 90,  # its Ray test 137 s contended
     "tests/dashboard/test_dashboard_browser.py": 79,
     "tests/accountant/test_actor.py": 75,
     "tests/runtime/test_console.py": 65,

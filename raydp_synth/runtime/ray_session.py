@@ -8,7 +8,15 @@ import logging
 import os
 from typing import Any
 
-from raydp_synth.log import quiet_ray_loggers, ray_log_level, worker_env
+from raydp_synth.log import (
+    Verbosity,
+    WorkerLogFilter,
+    current_verbosity,
+    quiet_ray_loggers,
+    ray_log_level,
+    warnings_env,
+    worker_env,
+)
 from raydp_synth.runtime.local_cluster import (
     keep_requested,
     loopback_node,
@@ -17,7 +25,7 @@ from raydp_synth.runtime.local_cluster import (
     start_detached_cluster,
 )
 
-__all__ = ["ensure_ray"]
+__all__ = ["ensure_ray", "filter_worker_logs"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -62,8 +70,8 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
     Returns:
         The cluster's CPU count.
     """
-    for name, value in RAY_SETTINGS.items():
-        os.environ.setdefault(name, value)
+    for name, value in {**RAY_SETTINGS, **warnings_env()}.items():
+        os.environ.setdefault(name, value)  # a local cluster's processes inherit them
     import ray
 
     if not ray.is_initialized():
@@ -91,7 +99,64 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
                 # "local": a stale address file of a stopped `ray start` is no cluster.
                 ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **options)
     quiet_ray_loggers()
+    filter_worker_logs()
     return float(ray.cluster_resources().get("CPU", 1.0))
+
+
+#: The name under which Ray 2.60's driver registers its printer of the worker lines
+#: (``ray._private.worker.connect``: ``global_worker_stdstream_dispatcher``'s handler,
+#: ``print_to_stdstream``, removed by that name at ``ray.shutdown``).
+_RAY_PRINT_HANDLER = "ray_print_logs"
+
+
+def filter_worker_logs() -> bool:
+    """Keep Ray's noise (:data:`raydp_synth.log.RAY_NOISE_LINES`, ``..._TRACEBACKS``)
+    off this driver's console at default and quiet verbosity, and Ray's deprecation
+    warnings of the driver itself: Ray's printer of its workers' lines is wrapped with
+    a :class:`~raydp_synth.log.WorkerLogFilter` (Ray's log files keep every line).
+    Nothing with ``--verbose``, nothing twice. Returns whether a filter is in place
+    (not with another Ray that has no such printer, e.g. a Ray Client connection)."""
+    if current_verbosity() is Verbosity.VERBOSE:
+        return False
+    import warnings
+
+    from ray.util.annotations import RayDeprecationWarning
+
+    warnings.filterwarnings("ignore", category=RayDeprecationWarning)
+    try:
+        from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
+    except ImportError:  # Ray moved it: the console is unfiltered, and nothing breaks
+        _LOG.debug("Ray's worker log dispatcher is not there: its lines are not filtered")
+        return False
+    handlers = getattr(dispatcher, "handlers", None)
+    lock = getattr(dispatcher, "_lock", None)
+    if not isinstance(handlers, list) or lock is None:
+        return False
+    with lock:
+        for i, pair in enumerate(dispatcher.handlers):
+            name, handler = pair
+            if name != _RAY_PRINT_HANDLER:
+                continue
+            if getattr(handler, "raydp_synth_filter", False):
+                return True
+            dispatcher.handlers[i] = (name, _filtered(handler))
+            return True
+    return False
+
+
+def _filtered(handler: Any) -> Any:
+    noise_filter = WorkerLogFilter()
+
+    def print_filtered(data: dict[str, Any]) -> None:
+        try:
+            batches = noise_filter(data)
+        except Exception:  # noqa: BLE001 - a bug here must not hide a worker's line
+            batches = [data]
+        for batch in batches:
+            handler(batch)
+
+    print_filtered.raydp_synth_filter = True  # type: ignore[attr-defined]
+    return print_filtered
 
 
 def _job_runtime_env() -> dict[str, Any] | None:
@@ -102,5 +167,6 @@ def _job_runtime_env() -> dict[str, Any] | None:
     job = json.loads(os.environ.get(JOB_CONFIG_ENV) or "{}")
     taken = set((job.get("runtime_env") or {}).get("env_vars") or {})
     settings = {k: os.environ[k] for k in RAY_SETTINGS}
-    env_vars = {k: v for k, v in {**settings, **worker_env()}.items() if k not in taken}
+    env_vars = {k: v for k, v in {**settings, **warnings_env(), **worker_env()}.items()
+                if k not in taken}
     return {"env_vars": env_vars} if env_vars else None
