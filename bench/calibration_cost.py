@@ -24,7 +24,7 @@ from raydp_synth.methods import get_method, method_names
 from raydp_synth.methods.base import DataInfo
 from raydp_synth.privacy import accounting, pricing
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
-from raydp_synth.tune.planning import trial_plan
+from raydp_synth.tune.strategies.roles import trial_plan
 
 DIGITS = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10, public_records=355)
 TINY = {"epochs": 2, "classifier_epochs": 0.5, "batch_size": 512, "base_width": 4, "mu": 1}

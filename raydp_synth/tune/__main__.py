@@ -25,6 +25,7 @@ from raydp_synth.cli import (
 )
 from raydp_synth.errors import Interrupted
 from raydp_synth.runtime.local_cluster import run_with_cluster
+from raydp_synth.tune.strategies.registry import get_strategy, selection_names
 from raydp_synth.tune.study_settings import DEFAULT_TRIALS, TRIAL_LOOPS
 from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
 
@@ -50,8 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="compose: at most this many trials; random-stopping: their mean "
                         f"(default {DEFAULT_TRIALS}: measured better than 8, each trial gets "
                         "more of the budget; docs/benchmarks.md 4.3)")
-    parser.add_argument("--selection", default="compose",
-                        choices=("compose", "random-stopping", "subsampled"),
+    parser.add_argument("--selection", default="compose", choices=selection_names(),
                         help="how the search is priced (default compose; see docs/privacy.md). "
                         "subsampled: random stopping on a secret Poisson subset of fraction "
                         "--tune-fraction, then one run on all the data with the extrapolated "
@@ -179,7 +179,7 @@ def study_request(args: argparse.Namespace) -> StudyRequest:
     tune_on_public = args.tune_on_public
     if args.download:
         download_declared([dataset, public, public_validation, tune_on_public])
-    sampler = args.sampler or ("tpe" if args.selection == "compose" else "random")
+    sampler = args.sampler or get_strategy(args.selection).default_sampler
     request = StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
         selection=args.selection, distribution=args.distribution, sampler=sampler,

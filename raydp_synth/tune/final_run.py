@@ -8,7 +8,7 @@ end here. The final run is an ordinary study trial
 (:func:`~raydp_synth.tune.trial.run_trial`) in a Tune experiment of one sample
 whose configuration is fixed, so it goes through the same path as every trial:
 its plan is calibrated before it reads data, the study's accountant grants it
-(and writes the ledger entry), and :func:`~raydp_synth.tune.study._release_best`
+(and writes the ledger entry), and :func:`~raydp_synth.tune.study_release.release_best`
 releases it.
 
 Privacy: the trial is priced as a ``compose`` trial calibrated so that the plans
@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from raydp_synth.tune.study_settings import SUBSAMPLED_FINAL, StudySettings
+from raydp_synth.tune.strategies.roles import COMPOSE_TRIAL, SUBSAMPLED_FINAL_TRIAL
+from raydp_synth.tune.study_settings import StudySettings
 
 __all__ = ["FINAL_EXPERIMENT", "final_run_settings", "run_final", "subsampled_final_settings"]
 
@@ -43,7 +44,7 @@ def final_run_settings(study: StudySettings, *, granted_before: int) -> StudySet
     (:func:`~raydp_synth.tune.planning.plan_for_compose` with one remaining trial)."""
     if granted_before < 0:
         raise ValueError(f"granted_before={granted_before} must be >= 0")
-    return replace(study, selection="compose", trials=granted_before + 1, reference_event=None)
+    return replace(study, role=COMPOSE_TRIAL, trials=granted_before + 1, reference_event=None)
 
 
 def subsampled_final_settings(study: StudySettings,
@@ -54,7 +55,7 @@ def subsampled_final_settings(study: StudySettings,
     if study.tuning_rdp is None:
         raise ValueError("a subsampled final run needs the tuning phase's curve")
     fixed = {k: v for k, v in settings.items() if k != "seed"}  # the study's seed is used
-    return replace(study, selection=SUBSAMPLED_FINAL, space=study.space.with_fixed(fixed))
+    return replace(study, role=SUBSAMPLED_FINAL_TRIAL, space=study.space.with_fixed(fixed))
 
 
 def run_final(study: StudySettings, config: Mapping[str, Any], *, driver_cpus: float) -> None:
@@ -69,8 +70,8 @@ def run_final(study: StudySettings, config: Mapping[str, Any], *, driver_cpus: f
     from raydp_synth.tune.trial import trial_trainable
     from raydp_synth.tune.trial_metrics import study_run_config
 
-    if not (study.selection == "compose" and study.reference_event is None
-            or study.selection == SUBSAMPLED_FINAL):
+    if not (study.role.may_be_final_run
+            and (study.reference_event is None or study.role.granted_as_final)):
         raise ValueError("the final run is a compose trial (final_run_settings) or a "
                          "subsampled study's (subsampled_final_settings)")
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"

@@ -7,7 +7,7 @@ study per Tune experiment of the study, named like the experiment's folder
 (``tune``, ``tune-resume-1``, ... and ``public-search`` under ``--tune-on-public``):
 a searcher built for a new experiment starts from an empty history, as it did when
 Optuna's study lived in memory only (so random stopping's samplers still draw every
-trial afresh, see :func:`raydp_synth.tune.study.optuna_search`).
+trial afresh, see :func:`raydp_synth.tune.optuna_searcher.optuna_search`).
 
 What it holds is what the searcher is told, which is no more than Tune already
 records of each trial (docs/architecture.md, invariant 3): the hyperparameters the

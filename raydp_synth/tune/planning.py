@@ -47,10 +47,9 @@ from raydp_synth.privacy import pricing as _pricing
 from raydp_synth.privacy.accounting import dominance_ratio, rdp_curve
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.pricing import Pricing
-from raydp_synth.tune.study_settings import PUBLIC_SEARCH, SUBSAMPLED_FINAL
 
 __all__ = ["plan_dominated_by", "plan_for_compose", "plan_for_subsampled_final",
-           "reference_plan", "subsampled_reference_plan", "trial_plan"]
+           "reference_plan", "subsampled_reference_plan"]
 
 
 def _plan_priced(
@@ -219,61 +218,3 @@ def plan_for_subsampled_final(
 
     return _plan_meeting(method, config, data, target_epsilon=target_epsilon, delta=delta,
                          score_share=score_share, price=price)
-
-
-def trial_plan(
-    method: Method,
-    config: Any,
-    data: DataInfo,
-    *,
-    selection: str,
-    epsilon: float,
-    delta: float,
-    trials: int,
-    score_share: float,
-    granted: Sequence[dpa.DpEvent] = (),
-    reference_event: dpa.DpEvent | None = None,
-    tuning_rdp: Sequence[float] | None = None,
-    trial_data: DataInfo | None = None,
-) -> PrivacyPlan:
-    """The plan of a study's next trial of ``config``: what every trial asks the
-    accountant for (:func:`raydp_synth.tune.trial.run_trial`), and what the study
-    checks before Ray starts (the first trial's,
-    :func:`raydp_synth.tune.study.check_first_trial_affordable`).
-
-    Args:
-        data: the public facts of the study's training split.
-        selection: ``compose`` (``granted`` composed with the ``trials`` not yet
-            granted, :func:`plan_for_compose`);
-            :data:`~raydp_synth.tune.study_settings.PUBLIC_SEARCH` (one run at the
-            whole budget, scored on public data);
-            :data:`~raydp_synth.tune.study_settings.SUBSAMPLED_FINAL` (the final run
-            after the tuning phase whose RDP curve is ``tuning_rdp``,
-            :func:`plan_for_subsampled_final`); otherwise a trial dominated by
-            ``reference_event``, E_ref (random stopping, subsampled tuning:
-            :func:`plan_dominated_by`).
-        granted: compose: the events the ledger granted so far, in ledger order.
-        trial_data: a dominated trial's own public facts where they are not
-            ``data``'s (subsampled tuning's subset).
-
-    Raises:
-        ConfigError: no plan of ``config`` fits (e.g. a budget too small for its
-            steps: "no noise multiplier ... reaches epsilon=...").
-    """
-    if selection == SUBSAMPLED_FINAL:  # the tuning phase composed with this run
-        if tuning_rdp is None:
-            raise PrivacyInvariantError("a subsampled final run without its tuning curve")
-        return plan_for_subsampled_final(method, config, data, tuning_rdp=tuning_rdp,
-                                         target_epsilon=epsilon, delta=delta,
-                                         score_share=score_share)
-    if selection == PUBLIC_SEARCH:
-        return plan_for_compose(method, config, data, target_epsilon=epsilon, delta=delta,
-                                granted=[], remaining_trials=1, score_share=0.0)
-    if selection == "compose":
-        return plan_for_compose(method, config, data, target_epsilon=epsilon, delta=delta,
-                                granted=granted, remaining_trials=trials - len(granted),
-                                score_share=score_share)
-    if reference_event is None:
-        raise PrivacyInvariantError(f"a {selection} trial without its reference plan E_ref")
-    return plan_dominated_by(method, config, trial_data or data, reference_event=reference_event,
-                             delta=delta, score_share=score_share)

@@ -31,7 +31,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import BudgetExhausted, ConfigError, DataError
-from raydp_synth.tune.study_settings import PUBLIC_SEARCH, StudySettings
+from raydp_synth.tune.strategies.roles import PUBLIC_SEARCH_TRIAL
+from raydp_synth.tune.study_settings import StudySettings
 
 _LOG = logging.getLogger(__name__)
 
@@ -47,21 +48,19 @@ __all__ = ["PUBLIC_EXPERIMENT", "PublicSearch", "check_tune_on_public", "prepare
 PUBLIC_EXPERIMENT = "public-search"
 
 
-def check_tune_on_public(spec: str, *, dataset: str, selection: str, resume: bool) -> None:
+def check_tune_on_public(spec: str, *, dataset: str, resume: bool) -> None:
     """The request's ``--tune-on-public`` against its other options, before anything
-    loads: one line, with the fix.
+    loads: one line, with the fix (its ``--selection``: the strategy's,
+    :mod:`raydp_synth.tune.strategies.public_then_private`).
 
     Raises:
-        ConfigError: another ``--selection`` than compose, ``--resume``, a fraction.
-        DataError: a spec that does not parse, or that names the sensitive dataset.
+        ConfigError: ``--resume``.
+        DataError: a spec that does not parse, a fraction, or one that names the
+            sensitive dataset.
     """
     from raydp_synth.data import parse_public_spec
     from raydp_synth.data.public import same_source
 
-    if selection != "compose":
-        raise ConfigError(f"--tune-on-public searches at no privacy cost and releases one "
-                          f"private run; --selection {selection} prices a private search and "
-                          "does not apply: drop it")
     if resume:
         raise ConfigError("--tune-on-public cannot --resume a study; start a new one with "
                           "another --name (an unfinished study's grant, if any, stays spent)")
@@ -139,7 +138,7 @@ def public_search_settings(study: StudySettings, search: PublicSearch) -> StudyS
     in the result (``dataset`` is replaced; ``public`` was checked apart from it by
     :func:`prepare_public_search`)."""
     return replace(study, dataset=search.dataset, data=search.data, space=search.space,
-                   selection=PUBLIC_SEARCH, reference_event=None, score_share=0.0,
+                   role=PUBLIC_SEARCH_TRIAL, reference_event=None, score_share=0.0,
                    public_validation=None)
 
 
@@ -205,7 +204,7 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
     ``search.space``), then the final run of its best configuration; returns what
     the release states of it (``statement`` and ``run`` extras,
     and the search's ``result_grid``,
-    :func:`~raydp_synth.tune.study._release_best`)."""
+    :func:`~raydp_synth.tune.study_release.release_best`)."""
     import os
 
     import ray
@@ -226,7 +225,7 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
         trial_trainable(public_search_settings(study, search), driver_cpus=driver_cpus),
         tune_config=tune.TuneConfig(search_alg=limited, scheduler=FIFOScheduler(),
                                     num_samples=request.trials,
-                                    reuse_actors=True),  # as in raydp_synth.tune.study
+                                    reuse_actors=True),  # as in raydp_synth.tune.tuner
         run_config=study_run_config(PUBLIC_EXPERIMENT, study),
     ).fit()
     trial_id, config, score = _best_public_trial(grid)

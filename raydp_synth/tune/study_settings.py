@@ -15,6 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raydp_synth.data import DataInfo
+from raydp_synth.tune.strategies.roles import (
+    PUBLIC_SEARCH,
+    SUBSAMPLED_FINAL,
+    SUBSAMPLED_SEARCH,
+    TrialRole,
+)
 
 if TYPE_CHECKING:
     import dp_accounting as dpa
@@ -23,20 +29,15 @@ if TYPE_CHECKING:
     from raydp_synth.tune.search_space import SearchSpace
 
 __all__ = ["DEFAULT_SHARE", "DEFAULT_TRIALS", "PUBLIC_SEARCH", "PlannedTrial", "SUBSAMPLED_FINAL",
-           "SUBSAMPLED_SEARCH", "TRIAL_LOOPS", "StudySettings"]
+           "SUBSAMPLED_SEARCH", "TRIAL_DRIVER_CPUS", "TRIAL_LOOPS", "StudySettings"]
 
-#: The ``selection`` of a search on data declared public (``--tune-on-public``,
-#: :mod:`raydp_synth.tune.public_search`): its trials ask no grant, their plans are
-#: single runs at the study's budget, and their score is not a private release.
-PUBLIC_SEARCH = "public-search"
+# PUBLIC_SEARCH, SUBSAMPLED_SEARCH, SUBSAMPLED_FINAL: the names of trial roles
+# (raydp_synth.tune.strategies.roles), kept here for their importers; a trial reads
+# its role (StudySettings.role), never a name.
 
-#: The ``selection`` of ``--selection subsampled``'s tuning trials
-#: (:mod:`raydp_synth.tune.subsampled_search`): random stopping on the secret tuning
-#: subset, plans sized for its public size and dominated by ``reference_event``.
-SUBSAMPLED_SEARCH = "subsampled-search"
-#: The ``selection`` of its final run: one trial on all the data whose plan is
-#: calibrated against ``tuning_rdp`` composed with it, granted as the final run.
-SUBSAMPLED_FINAL = "subsampled-final"
+#: CPUs of a trial's driver process beyond its loop's (a 1-worker trial runs its loop
+#: itself and asks for the worker's share too: raydp_synth.tune.trial.trial_resources).
+TRIAL_DRIVER_CPUS = 0.01
 
 #: ``--default-share`` unless set: half the trials of a random-stopping or subsampled
 #: search are the method's default config. Measured (bench/results/strategies/NOTES.md, 4.3): random
@@ -69,7 +70,7 @@ class PlannedTrial:
             (:meth:`StudySettings.plan_inputs`).
         config: the method's config the plan is for.
         granted: the ledger's granted events (``event_to_json``) it was sized against.
-        plan: the plan, as ``planning.trial_plan`` returned it.
+        plan: the plan, as ``roles.trial_plan`` returned it.
     """
 
     inputs: tuple[Any, ...]
@@ -99,9 +100,11 @@ class StudySettings:
         seed: the public seed (data split, initialisation; a restart draws its own
             initialisation, :meth:`trial_seed`).
         epsilon, delta: the total budget of the whole search.
-        selection: ``compose``, ``random-stopping`` or :data:`PUBLIC_SEARCH` (a
-            search on data declared public: ``dataset`` is that data, never the
-            sensitive dataset).
+        role: what the trials do differently under the study's search strategy
+            (:class:`~raydp_synth.tune.strategies.roles.TrialRole`: how a plan is
+            sized, whether it asks for a grant, ...); its name is :attr:`selection`.
+            The public search's (``--tune-on-public``) holds that data as
+            ``dataset``, never the sensitive dataset.
         trials: N_max (compose) or the mean number of trials (random-stopping).
         reference_event: random stopping's reference plan E_ref, which every trial's
             plan must be dominated by; None under compose.
@@ -135,7 +138,7 @@ class StudySettings:
     seed: int
     epsilon: float
     delta: float
-    selection: str
+    role: TrialRole
     trials: int
     reference_event: dpa.DpEvent | None
     space: SearchSpace
@@ -154,10 +157,15 @@ class StudySettings:
     compile_step: bool = False
 
     @property
+    def selection(self) -> str:
+        """The trial role's name (what the trials' plans record as their inputs)."""
+        return self.role.name
+
+    @property
     def held_to_reference(self) -> bool:
         """Whether each trial is one of random stopping's K runs, its plan dominated by
         E_ref: random stopping and subsampled tuning's trials."""
-        return self.selection in ("random-stopping", SUBSAMPLED_SEARCH)
+        return self.role.held_to_reference
 
     def trial_seed(self) -> int:
         """The public seed of one trial's configuration: its initial weights and the
@@ -192,15 +200,17 @@ class StudySettings:
                              "worker trains on one GPU or a share of one")
         if not self.study_dir.is_absolute():
             raise ValueError(f"study_dir={self.study_dir} must be absolute (trials run elsewhere)")
-        subsampled = ("subsampled", SUBSAMPLED_SEARCH, SUBSAMPLED_FINAL)
+        if not isinstance(self.role, TrialRole):
+            raise ValueError(f"role={self.role!r} must be a TrialRole "
+                             "(raydp_synth.tune.strategies)")
         dominated = self.held_to_reference
         if (self.reference_event is not None) != dominated and (
-                self.selection not in subsampled or dominated):
+                not self.role.tuning_curve or dominated):
             raise ValueError(
                 f"selection={self.selection!r} needs a reference event exactly under "
                 "random-stopping (and subsampled tuning's trials)"
             )
-        if (self.selection in subsampled) != (self.tune_fraction is not None
-                                              and self.tuning_rdp is not None):
+        if self.role.tuning_curve != (self.tune_fraction is not None
+                                      and self.tuning_rdp is not None):
             raise ValueError(f"selection={self.selection!r} needs a tuning fraction and curve "
                              "exactly under subsampled tuning")

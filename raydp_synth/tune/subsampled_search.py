@@ -201,7 +201,7 @@ def search_then_final_run(request: Any, study: StudySettings, subset: TuningSubs
 
     from raydp_synth.tune.final_run import run_final, subsampled_final_settings
     from raydp_synth.tune.searcher import BudgetAwareSearch
-    from raydp_synth.tune.study_settings import SUBSAMPLED_SEARCH
+    from raydp_synth.tune.strategies.roles import SUBSAMPLED_SEARCH_TRIAL, SUBSAMPLED_STUDY
     from raydp_synth.tune.trial import trial_trainable
     from raydp_synth.tune.trial_metrics import study_run_config
 
@@ -213,11 +213,11 @@ def search_then_final_run(request: Any, study: StudySettings, subset: TuningSubs
           f"secret Poisson subset of fraction {q:g} (plans sized for "
           f"{subset_size(study.data.num_records, q)} records)")
     grid = tune.Tuner(
-        trial_trainable(replace(study, selection=SUBSAMPLED_SEARCH), driver_cpus=driver_cpus,
+        trial_trainable(replace(study, role=SUBSAMPLED_SEARCH_TRIAL), driver_cpus=driver_cpus,
                         tuning_subset=subset),
         tune_config=tune.TuneConfig(search_alg=limited, scheduler=FIFOScheduler(),
                                     num_samples=-1,  # exactly K: the accountant stops it
-                                    reuse_actors=True),  # as in raydp_synth.tune.study
+                                    reuse_actors=True),  # as in raydp_synth.tune.tuner
         run_config=study_run_config(SUBSAMPLED_EXPERIMENT, study),
     ).fit()
     if ray.get(accountant.status.remote())["can_grant"]:
@@ -237,9 +237,9 @@ def search_then_final_run(request: Any, study: StudySettings, subset: TuningSubs
                       f"random-stopping tuning phase on a secret Poisson subset of fraction "
                       f"{q:g} of the sensitive records, and the final run on all of them, "
                       "priced together by the study's accountant"),
-            "selection": "subsampled",
+            "selection": SUBSAMPLED_STUDY.name,
         },
-        "run": {"selection": "subsampled",
+        "run": {"selection": SUBSAMPLED_STUDY.name,
                 "subsampled_search": {"experiment": SUBSAMPLED_EXPERIMENT,
                                       "config_from_trial": trial_id, "subset_score": score,
                                       "trial_config": config, "final_config": final_settings}},

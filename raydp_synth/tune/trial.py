@@ -46,12 +46,7 @@ from typing import Any
 import torch
 
 from raydp_synth.errors import ConfigError
-from raydp_synth.tune.study_settings import (
-    PUBLIC_SEARCH,
-    SUBSAMPLED_FINAL,
-    SUBSAMPLED_SEARCH,
-    StudySettings,
-)
+from raydp_synth.tune.study_settings import StudySettings
 
 __all__ = ["TRIAL_CHECKPOINT", "TRIAL_METRICS", "TRIAL_TIMING", "in_process", "plan_or_refusal",
            "run_trial", "trial_resources", "trial_trainable"]
@@ -144,25 +139,24 @@ def _report_final(metrics: dict[str, Any], checkpoint_dir: str | None = None) ->
 
 def trial_plan_of(study: StudySettings, method: Any, config: Any,
                   granted_events: list[dict[str, Any]], data: Any = None) -> Any:
-    """The trial's plan (:func:`~raydp_synth.tune.planning.trial_plan`), or the
+    """The trial's plan (:func:`~raydp_synth.tune.strategies.roles.trial_plan`), or the
     driver's identical one (:class:`~raydp_synth.tune.study_settings.PlannedTrial`)
     when its inputs are this trial's. ``granted_events``: the ledger's grants so far
     (compose); ``data``: a subsampled tuning trial's subset facts."""
     from raydp_synth.privacy.events import event_from_json
-    from raydp_synth.tune.planning import trial_plan
 
     planned = study.planned
-    if (planned is not None and study.selection == "compose"
+    if (planned is not None and study.role.plans_against_grants
             and (data is None or data == study.data)
             and planned.inputs == study.plan_inputs() and planned.config == config
             and list(planned.granted) == granted_events):
         return planned.plan
     granted = [event_from_json(e) for e in granted_events]
-    return trial_plan(method, config, study.data, selection=study.selection,
-                      epsilon=study.epsilon, delta=study.delta, trials=study.trials,
-                      score_share=study.score_share, granted=granted,
-                      reference_event=study.reference_event, tuning_rdp=study.tuning_rdp,
-                      trial_data=data)
+    return study.role.plan(method, config, study.data, epsilon=study.epsilon,
+                           delta=study.delta, trials=study.trials,
+                           score_share=study.score_share, granted=granted,
+                           reference_event=study.reference_event, tuning_rdp=study.tuning_rdp,
+                           trial_data=data)
 
 
 def plan_or_refusal(study: StudySettings, method: Any, config: Any,
@@ -189,7 +183,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     sampled for this trial, ``study`` what every trial shares; ``loop_in_process``
     runs a 1-worker loop in this process (whose resources must cover it).
 
-    Subsampled tuning's trials (``SUBSAMPLED_SEARCH``) get ``tuning_subset``: their
+    Subsampled tuning's trials (their role ``on_subset``) get ``tuning_subset``: their
     config is scaled to the subset and planned for its public size m, they train on
     the subset's training records only and score on its validation records (private
     score divided by the public ``round(q n_val)``)."""
@@ -213,7 +207,8 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     trial_id = tune.get_context().get_trial_id()
     method = get_method(study.method)
     data = study.data
-    on_subset = study.selection == SUBSAMPLED_SEARCH
+    role = study.role  # what this trial does differently under the study's strategy
+    on_subset = role.on_subset
     if on_subset and (tuning_subset is None or study.tune_fraction is None):
         raise RuntimeError("a subsampled tuning trial without its tuning subset")
     invalid: str | None = None  # why this config cannot run (public: config, E_ref, grants)
@@ -230,14 +225,14 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
             config = method.make_config(settings, data)
     except ConfigError as err:  # an invalid combination
         invalid = str(err)
-    on_public = study.selection == PUBLIC_SEARCH
+    on_public = not role.asks_grant
     # A search on public data asks no grant: ``study.dataset`` is the data declared
     # public (raydp_synth.tune.public_search), nothing here can read the sensitive data.
     accountant = None if on_public else get_accountant(study.study_name)
     plan = None
     if invalid is None:
         granted_events: list[dict[str, Any]] = []
-        if accountant is not None and study.selection == "compose":  # grants so far
+        if accountant is not None and role.plans_against_grants:  # grants so far
             granted_events = ray.get(accountant.granted_events.remote())
         plan, invalid = plan_or_refusal(study, method, config, granted_events, data)
     if invalid is not None:  # nothing read, nothing trained
@@ -263,7 +258,7 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
         # trial (same id, new attempt) is refused.
         grant = ray.get(accountant.request.remote(trial_id, event_to_json(plan.event()),
                                                   attempt=secrets.token_hex(8),
-                                                  final=study.selection == SUBSAMPLED_FINAL))
+                                                  final=role.granted_as_final))
         if not grant["granted"]:
             _report_final({"score": REFUSED_SCORE, "granted": 0, "reason": grant["reason"]})
             return

@@ -29,9 +29,9 @@ from typing import Any
 from ray.tune import Callback
 
 from raydp_synth.accountant.gauges import STUDY_TAG, HeldGauges
-from raydp_synth.tune.study_settings import PUBLIC_SEARCH
+from raydp_synth.tune.strategies.roles import TRIAL_ROLES, TrialRole
 
-__all__ = ["LIVE_SELECTIONS", "METRIC_TAG", "TRIAL_GAUGE", "TRIAL_TAG", "TrialMetricsGauges",
+__all__ = ["METRIC_TAG", "TRIAL_GAUGE", "TRIAL_TAG", "TrialMetricsGauges",
            "exported_metrics", "exports_trial_metrics", "study_callbacks"]
 
 #: The Ray metric name of every trial metric (one gauge, tagged by study, trial, key).
@@ -39,17 +39,16 @@ TRIAL_GAUGE = "raydp_synth_trial_metric"
 TRIAL_TAG = "trial"
 METRIC_TAG = "metric"
 
-#: The trials' ``selection`` (:class:`~raydp_synth.tune.study_settings.StudySettings`)
-#: whose metrics may go out while the study runs: compose (its trial count is public,
-#: every trial is priced in the statement) and a search on data declared public
-#: (``public-search``: no sensitive record). Any other, including one added later, is
-#: exported nowhere: fail closed.
-LIVE_SELECTIONS = frozenset({"compose", PUBLIC_SEARCH})
-
-
-def exports_trial_metrics(selection: str) -> bool:
-    """Whether the trials of a search priced by ``selection`` set the trial gauge."""
-    return selection in LIVE_SELECTIONS
+def exports_trial_metrics(role: TrialRole | str) -> bool:
+    """Whether the trials of ``role`` (a :class:`~raydp_synth.tune.strategies.roles.TrialRole`,
+    or its name) set the trial gauge: the roles whose ``live_metrics`` say so, compose's
+    (its trial count is public, every trial is priced in the statement) and a search's
+    on data declared public (``public-search``: no sensitive record). Any other,
+    including a name no role has, is exported nowhere: fail closed."""
+    if isinstance(role, str):
+        found = TRIAL_ROLES.get(role)
+        return found is not None and found.live_metrics
+    return role.live_metrics
 
 
 def exported_metrics(result: Mapping[str, Any], allowed: Iterable[str]) -> dict[str, float]:
@@ -115,7 +114,7 @@ def study_callbacks(study: Any) -> list[Any]:
     from raydp_synth.methods import get_method
     from raydp_synth.tune.trial import TRIAL_METRICS
 
-    if not exports_trial_metrics(study.selection):
+    if not exports_trial_metrics(getattr(study, "role", None) or study.selection):
         return []
     allowed = get_method(study.method).metric_allowlist | TRIAL_METRICS
     return [TrialMetricsGauges(study.study_name, allowed)]

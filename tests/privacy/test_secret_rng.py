@@ -226,6 +226,8 @@ PUBLIC_SOURCES: dict[tuple[str, str], tuple[int, str]] = {
     ("evaluation/metrics.py", "split_inception_score"): (
         1, "shuffles synthetic samples' scores"),
     ("evaluation/report.py", "evaluate_run"): (1, "picks real test images to show the curator"),
+    ("evaluation/report.py", "held_out_split"): (
+        1, "holds a seeded fifth of the test split out of the domain CNN's training"),
     ("methods/dpgan/loop.py", "PublicSide.__init__"): (
         2, "draws from the declared public data and synthetic latents"),
     ("methods/privimage/diffusion_loop.py", "pretrain"): (

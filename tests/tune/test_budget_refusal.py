@@ -1,5 +1,5 @@
 """A budget that cannot buy one trial is refused before Ray starts (one line, exit 2,
-nothing written), by the plan every trial computes (``planning.trial_plan``); a study
+nothing written), by the plan every trial computes (``roles.trial_plan``); a study
 that releases nothing says what its ledger holds."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from raydp_synth.accountant.actor import BudgetAccountant
 from raydp_synth.cli import run_cli
 from raydp_synth.errors import BudgetExhausted
 from raydp_synth.tune.__main__ import main
+from raydp_synth.tune.preparation import prepare as _prepare
 from raydp_synth.tune.study import (
     StudyRequest,
-    _prepare,
     _with_absolute_paths,
     check_first_trial_affordable,
     no_release_message,

@@ -1,4 +1,4 @@
-"""Compose's trial plans, as every trial makes them (planning.trial_plan with the
+"""Compose's trial plans, as every trial makes them (roles.trial_plan with the
 ledger's grants so far): the last trial of a study still fits, and the whole study
 uses its budget without exceeding it."""
 
@@ -10,7 +10,7 @@ import pytest
 from raydp_synth.methods import get_method
 from raydp_synth.methods.base import DataInfo
 from raydp_synth.privacy.pricing import epsilon as stated_epsilon
-from raydp_synth.tune.planning import trial_plan
+from raydp_synth.tune.strategies.roles import trial_plan
 
 DELTA = 1e-5
 

@@ -242,7 +242,7 @@ def test_a_random_stopping_resume_draws_its_trials_as_the_study_did(tmp_path) ->
     (restarts to a mixture, or back) is refused in one line; the same one passes."""
     from dataclasses import replace
 
-    from raydp_synth.tune.study import _check_study_dir
+    from raydp_synth.tune.preparation import check_study_dir as _check_study_dir
 
     started = _request(1.0)
     study_dir = _started(tmp_path, started)

@@ -92,10 +92,11 @@ def _settings_of_study(monkeypatch, tmp_path: Path, argv: list[str], cluster_gpu
     import raydp_synth.runtime.ray_session as ray_session
     import raydp_synth.runtime.resources as resources
     import raydp_synth.tune.study as study
+    import raydp_synth.tune.tuner as tuner_module
 
     seen: dict[str, Any] = {}
 
-    def tuner(request, prepared, settings, accountant):
+    def tuner(strategy, request, prepared, settings, accountant):
         seen.update(settings=settings,
                     trial=trial_resources(settings, loop_in_process=True,
                                           driver_cpus=study.TRIAL_DRIVER_CPUS))
@@ -107,7 +108,7 @@ def _settings_of_study(monkeypatch, tmp_path: Path, argv: list[str], cluster_gpu
     monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True}])  # one node: any --storage
     monkeypatch.setattr(resources, "largest_node_cpus", lambda: 2.0)
     monkeypatch.setattr(study, "_start_accountant", lambda request, prepared: None)
-    monkeypatch.setattr(study, "_tuner", tuner)
+    monkeypatch.setattr(tuner_module, "study_tuner", tuner)  # compose's one Tune experiment
     with pytest.raises(_Stop):
         main(["dpaf", *argv, "--storage", str(tmp_path), "--name", "packed"])
     return seen

@@ -89,6 +89,9 @@ def test_random_stopping_study_exports_no_trial_count_on_a_loopback_metrics_port
     study = storage / name
     command = [sys.executable, "-m", "raydp_synth.tune", "dpaf", "--epsilon", "10",
                "--selection", "random-stopping", "--sampler", "random", "--trials", "1",
+               # geometric with mean 1 draws K = 1 surely; Poisson's K = 0 (probability
+               # 1/e) would run no trial and release nothing
+               "--distribution", "geometric",
                "--search-space", str(tiny_without_split(tmp_path)), "--storage", str(storage),
                "--name", name, "--no-eval", "--synthetic-samples", "20"]
     log = tmp_path / "study.log"

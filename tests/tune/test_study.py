@@ -16,6 +16,7 @@ from raydp_synth.privacy import pricing
 from raydp_synth.privacy.accounting import epsilon_of
 from raydp_synth.privacy.events import event_from_json
 from raydp_synth.tune.study import StudyRequest, run_study
+from tests.release.privacy_schema import check_privacy_json
 
 TINY = Path(__file__).with_name("tiny_dpaf.yaml")
 
@@ -75,6 +76,7 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
         method="dpaf", epsilon=6.0, delta=1e-5, trials=3, search_space=TINY, storage=tmp_path,
         name="e2e-compose", evaluate=False, dataset="parquet:data/digits.parquet:size=8:channels=1:classes=10",
         public="folder:public", synthetic_samples=50,
+        settings={"epochs": 1},  # TINY's 2 epochs halved: three trials' length is CI's
     ))
     killer.join(timeout=5)
     assert killed, "the accountant was never killed"
@@ -88,7 +90,8 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     statement = json.loads((study / "release" / "privacy.json").read_text())
     assert statement["epsilon"] == pytest.approx(total, rel=1e-9)
     assert 0.9 * 6.0 <= statement["epsilon"] <= 6.0
-    assert statement["pricing"]["mode"] == "compose"
+    assert statement["details"]["study"]["mode"] == "compose"
+    check_privacy_json(statement)  # a study's release: the statement first, details below
     facts = statement["public_facts"]
     assert facts["num_records"] == json.loads((study / "study.json").read_text())["data_info"]["num_records"]
     assert facts["classes"]["count"] == 10 and facts["score_validation"]["records"] > 0
@@ -102,7 +105,7 @@ def test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search
     # The released trial is the best by private score, and its plan was granted.
     scores = {t["trial"]: t["score"] for t in result.trials}
     assert result.best_score == max(s for s in scores.values() if s is not None)
-    assert statement["released_trial_plan"]["event"] in [g["event"] for g in grants]
+    assert statement["details"]["released_trial_plan"]["event"] in [g["event"] for g in grants]
     for name in ("generator.safetensors", "generator.json", "samples.png", "synthetic.parquet"):
         assert (study / "release" / name).is_file()
     # What reached Tune (progress, dashboard, result.json): Tune's own bookkeeping,
@@ -150,7 +153,7 @@ def test_random_stopping_study_prices_repeat_and_select_of_the_reference_plan(
     run_study(StudyRequest(
         method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",
         distribution="geometric", sampler="random", search_space=tiny_without_split(tmp_path),
-        storage=tmp_path, name="e2e-rs", evaluate=False,
+        storage=tmp_path, name="e2e-rs", evaluate=False, synthetic_samples=20,
     ))
     study = tmp_path / "e2e-rs"
     entries = Ledger(study / "ledger.jsonl").entries()
@@ -232,7 +235,7 @@ def test_packed_random_stopping_runs_exactly_the_first_k_draws(ray_local, tmp_pa
     assert [e["kind"] for e in entries] == ["study", "draw", "grant"]
     assert entries[1]["trial_id"] == entries[2]["trial_id"]
     assert len(list(study.glob("tune/*/result.json"))) == 1
-    from raydp_synth.tune.study import _unfinished_trials
+    from raydp_synth.tune.tuner import unfinished_trials as _unfinished_trials
 
     assert _unfinished_trials(study / "tune") == set()  # Tune's own state: all TERMINATED
 
@@ -242,7 +245,8 @@ def test_a_resume_keeps_the_draws_of_the_trials_tune_restores(tmp_path) -> None:
     neither TERMINATED nor ERROR in the latest experiment's latest saved state (an
     unreadable state keeps none, so no trial outside the draws can be granted; with
     none kept, a random-stopping study starts a new experiment)."""
-    from raydp_synth.tune.study import _latest_experiment, _unfinished_trials
+    from raydp_synth.tune.tuner import latest_experiment as _latest_experiment
+    from raydp_synth.tune.tuner import unfinished_trials as _unfinished_trials
 
     experiment = tmp_path / "tune"
     experiment.mkdir()
@@ -286,6 +290,7 @@ def test_restarts_study_trains_the_default_at_the_reference_plan(ray_local, tmp_
             method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",
             distribution="geometric", sampler="random", default_share=1.0,
             search_space=TINY, storage=tmp_path, name="e2e-restarts", evaluate=False,
+            synthetic_samples=20,
         ))
     assert any("(random-stopping, mean 1 restarts of the default config)" in r.getMessage()
                for r in caplog.records)

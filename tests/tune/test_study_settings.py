@@ -13,15 +13,20 @@ from raydp_synth.data import DataInfo
 from raydp_synth.methods import get_method
 from raydp_synth.tune.planning import reference_plan
 from raydp_synth.tune.search_space import load_search_space
+from raydp_synth.tune.strategies.roles import trial_role
 from raydp_synth.tune.study_settings import StudySettings
 
 DIGITS = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
 
 
 def _settings(tmp_path: Path, **changes: Any) -> StudySettings:
+    """The settings of a tiny study; ``selection=NAME`` sets the trial role of that name."""
+    if "selection" in changes:
+        changes["role"] = trial_role(changes.pop("selection"))
     values: dict[str, Any] = dict(
         study_name="s", study_dir=tmp_path / "s", method="dpaf", data=DIGITS,
-        dataset="digits", public=None, seed=0, epsilon=5.0, delta=1e-5, selection="compose",
+        dataset="digits", public=None, seed=0, epsilon=5.0, delta=1e-5,
+        role=trial_role("compose"),
         trials=3, reference_event=None, space=load_search_space(None, "dpaf", DIGITS),
         workers=1, use_gpu=False, cpus_per_worker=1.0, score_share=0.2,
         score_classifier="logreg", public_validation=None,
@@ -69,7 +74,7 @@ def test_a_trial_reuses_the_drivers_plan_only_for_the_same_inputs(tmp_path: Path
     inputs; the trial function takes it only when config, grants and the study's
     settings are those it was computed with."""
     from raydp_synth.privacy.events import event_to_json
-    from raydp_synth.tune.planning import trial_plan
+    from raydp_synth.tune.strategies.roles import trial_plan
     from raydp_synth.tune.study_settings import PlannedTrial
     from raydp_synth.tune.trial import trial_plan_of
 

@@ -55,7 +55,7 @@ def test_subsampled_study_tunes_on_the_subset_then_releases_the_final_run(
     total = epsilon_from_rdp(variant1_rdp(curve, event_from_json(final["event"])), 1e-5)
     statement = json.loads((study / "release" / "privacy.json").read_text())
     assert statement["epsilon"] == pytest.approx(total, rel=1e-12) and 5.9 <= total <= 6.0
-    pricing = statement["pricing"]
+    pricing = statement["details"]["study"]
     assert pricing["mode"] == "subsampled" and pricing["tune_fraction"] == q
     assert pricing["tuning_epsilon"] == pytest.approx(epsilon_from_rdp(curve, 1e-5))
     assert pricing["tuning_epsilon"] == pytest.approx(0.3 * 6.0, rel=5e-3)
@@ -109,7 +109,7 @@ def test_the_subset_is_a_poisson_draw_of_each_split() -> None:
 def test_the_study_draws_the_subset_from_os_entropy(monkeypatch) -> None:
     """The real path seeds from 256 OS bits (``secret_rng.secret_numpy_rng``): not the
     user seed, nor NumPy's global state."""
-    import raydp_synth.tune.subsampled_search as module
+    import raydp_synth.tune.strategies.subsampled as strategy
     from raydp_synth.privacy import secret_rng
 
     calls: list[int] = []
@@ -122,8 +122,9 @@ def test_the_study_draws_the_subset_from_os_entropy(monkeypatch) -> None:
     assert calls == [256, 256] and not np.array_equal(a.train, b.train)
     from pathlib import Path
 
-    source = Path(module.__file__).with_name("study.py").read_text()
-    assert "subsampled_search.secret_tuning_subset(" in source  # the study's own draw
+    source = Path(strategy.__file__).read_text()
+    assert "secret_tuning_subset(" in source  # the strategy's own draw
+    assert strategy.secret_tuning_subset is secret_tuning_subset
 
 
 def test_a_tuning_trial_reads_only_the_subset_records() -> None:
@@ -286,13 +287,14 @@ def test_a_tuning_score_too_noisy_to_rank_trials_is_said_before_anything_is_spen
 
     from raydp_synth.privacy.selection_score import NOISY_SCORE_STD, score_noise_std
     from raydp_synth.tune.extrapolation import subset_size
-    from raydp_synth.tune.study import _prepare, _with_absolute_paths
+    from raydp_synth.tune.preparation import prepare
+    from raydp_synth.tune.study import _with_absolute_paths
 
     request = _with_absolute_paths(StudyRequest(
         method="dpaf", epsilon=10.0, delta=1e-5, selection="subsampled", sampler="random",
         tune_fraction=fraction, storage=tmp_path, name="s"))
     with caplog.at_level(logging.INFO, logger="raydp_synth"):
-        prepared = _prepare(request)
+        prepared = prepare(request)
     std = score_noise_std(prepared.reference, subset_size(prepared.num_val, fraction))
     assert (std > NOISY_SCORE_STD) is warned
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -14,6 +14,7 @@ from raydp_synth.tune.__main__ import main
 from raydp_synth.tune.final_run import final_run_settings
 from raydp_synth.tune.public_search import PublicSearch, public_search_settings
 from raydp_synth.tune.search_space import load_search_space
+from raydp_synth.tune.strategies.roles import trial_role
 from raydp_synth.tune.study_settings import PUBLIC_SEARCH, StudySettings
 
 TINY = Path(__file__).with_name("tiny_dpaf.yaml")
@@ -44,10 +45,12 @@ def test_a_bad_tune_on_public_is_one_clear_line_before_ray(argv, needle, capsys,
 
 
 def _settings(tmp_path: Path, **changes: Any) -> StudySettings:
+    if "selection" in changes:  # the trial role of that name
+        changes["role"] = trial_role(changes.pop("selection"))
     values: dict[str, Any] = dict(
         study_name="s", study_dir=tmp_path / "s", method="dpaf", data=DIGITS,
         dataset="parquet:/secret/digits.parquet:classes=10", public=None, seed=0, epsilon=5.0,
-        delta=1e-5, selection="compose", trials=3, reference_event=None,
+        delta=1e-5, role=trial_role("compose"), trials=3, reference_event=None,
         space=load_search_space(TINY, "dpaf", DIGITS), workers=1, use_gpu=False,
         cpus_per_worker=1.0, score_share=0.2, score_classifier="logreg",
         public_validation="parquet:/secret/validation.parquet",
@@ -92,6 +95,7 @@ def test_a_public_search_then_one_private_run_is_released_with_its_scope(ray_loc
         method="dpaf", epsilon=6.0, delta=1e-5, trials=2, search_space=TINY, storage=tmp_path,
         name="on-public", evaluate=False, dataset=sensitive, synthetic_samples=50,
         tune_on_public=public,
+        settings={"epochs": 1},  # TINY's 2 epochs halved, in the search and the final run
     ))
     grants = [e for e in Ledger(study / "ledger.jsonl").entries() if e["kind"] == "grant"]
     assert len(grants) == 1  # the final run only

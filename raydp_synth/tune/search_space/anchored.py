@@ -5,7 +5,7 @@ trial, independently, is the method's default configuration (the values of it th
 the search space holds) with probability P, and a draw of Optuna's RandomSampler
 from the whole space otherwise.
 
-Why. Compose runs the default first (:func:`raydp_synth.tune.study.first_points`), so
+Why. Compose runs the default first (:func:`raydp_synth.tune.optuna_searcher.first_points`), so
 a small compose study cannot release worse than the default's own trial. Random
 stopping cannot do that: Papernot & Steinke (2022, "Hyperparameter Tuning with Renyi
 Differential Privacy") price the best of K runs only if every run draws its
@@ -18,7 +18,7 @@ The privacy argument. The mixture ``P * delta_default + (1 - P) * prior`` is one
 fixed distribution: the default point comes from the method's config and the space
 (public), P from the command line, and neither depends on the data or on any
 trial's result. Each trial's coin is drawn from the sampler's own generator, seeded
-by the study's secret seed (:func:`raydp_synth.tune.study.optuna_search`), before the
+by the study's secret seed (:func:`raydp_synth.tune.optuna_searcher.optuna_search`), before the
 trial and independently of every other trial; so the trials stay i.i.d. runs of one
 randomised mechanism and random stopping's pricing applies unchanged (the theorem
 holds for any such distribution). With P = 0 this is the RandomSampler.
@@ -31,9 +31,9 @@ secret DP randomness. That is the "repeat" of Papernot & Steinke's repeat-and-se
 whose theorem prices K i.i.d. runs of any randomised mechanism; a point mass is one
 fixed distribution like any other, so the pricing is again unchanged. It pays where
 one configuration's runs spread widely at one epsilon (docs/benchmarks.md, section
-4.3). Only random stopping takes it
-(:class:`raydp_synth.tune.study.StudyRequest` refuses it elsewhere): under subsampled
-tuning it would select nothing, and under DP-HyPO it would leave nothing to adapt.
+4.3). Only random stopping takes it (the search strategies refuse it elsewhere,
+:mod:`raydp_synth.tune.strategies`): under subsampled tuning it would select nothing,
+and under DP-HyPO it would leave nothing to adapt.
 """
 
 from __future__ import annotations
@@ -58,13 +58,6 @@ DP_HYPO_RESTARTS = ("--default-share 1 leaves --sampler dp-hypo a prior of the d
                     "--sampler random (the best of K restarts of the default, priced by "
                     "random stopping)")
 
-#: ``--default-share 1`` under ``--selection subsampled``: nothing to select.
-SUBSAMPLED_RESTARTS = ("--default-share 1 under --selection subsampled selects nothing: "
-                       "every tuning trial and the final run would be the default config; "
-                       "use --selection random-stopping --sampler random --default-share 1 "
-                       "(the best of K restarts of the default) or one run "
-                       "(python -m raydp_synth.train)")
-
 
 def validate_default_share(share: float) -> float:
     """``--default-share``: a probability in [0, 1] (1: restarts of the default only).
@@ -79,17 +72,22 @@ def validate_default_share(share: float) -> float:
     return float(share)
 
 
-def check_restarts(share: float, *, selection: str, sampler: str) -> None:
+def check_restarts(share: float, *, refusal: str | None, sampler: str) -> None:
     """``--default-share 1`` (restarts of the default only) is random stopping with the
     random sampler; elsewhere it would spend budget on choosing nothing.
 
+    Args:
+        refusal: the search strategy's reason to refuse restarts, or None
+            (:meth:`~raydp_synth.tune.strategies.base.SearchStrategy.restarts_refusal`:
+            subsampled tuning's).
+
     Raises:
-        ConfigError: ``share == 1`` under subsampled tuning or with dp-hypo.
+        ConfigError: ``share == 1`` where the strategy refuses it, or with dp-hypo.
     """
     if share != 1:
         return
-    if selection == "subsampled":
-        raise ConfigError(SUBSAMPLED_RESTARTS)
+    if refusal is not None:
+        raise ConfigError(refusal)
     if sampler == "dp-hypo":
         raise ConfigError(DP_HYPO_RESTARTS)
 

@@ -5,7 +5,7 @@ An Adaptive Private Hyperparameter Optimization Framework").
 The prior. At construction the sampler draws ``n_candidates`` configurations i.i.d.
 from the search space's own distributions (the prior of Optuna's RandomSampler:
 uniform, log-uniform, a uniform grid, a uniform choice) with its seed, which under
-random stopping is secret (:func:`raydp_synth.tune.study.optuna_search`). Given the
+random stopping is secret (:func:`raydp_synth.tune.optuna_searcher.optuna_search`). Given the
 m candidates, pi_0 is the uniform distribution over them. With a default share P
 (``--default-share``, :mod:`raydp_synth.tune.search_space.anchored`), pi_0 is the
 uniform distribution over a multiset of M = m + r entries: the m draws and r copies

@@ -33,7 +33,7 @@ def make_sampler(
         seed: the sampler's seed (a seeded sampler draws the same sequence of trials):
             an int below 2**32 or a list of such words (NumPy's ``RandomState`` seeds).
             Public under compose; random stopping needs a secret one, drawn from OS
-            entropy and written nowhere (:func:`raydp_synth.tune.study.optuna_search`
+            entropy and written nowhere (:func:`raydp_synth.tune.optuna_searcher.optuna_search`
             builds the study's sampler and states why).
         n_startup_trials: TPE only: random trials before TPE starts modelling (Optuna's
             default is 10, so a study of 10 trials or fewer is a random search).

@@ -1,0 +1,61 @@
+"""The search-strategy table: a static table of strategy names -> strategies.
+
+Adding a strategy is one module under ``raydp_synth/tune/strategies/`` and one line
+in :data:`STRATEGIES` (and, for a new kind of pricing, one module and one line in
+the accountant's table, :mod:`raydp_synth.accountant.strategies.registry`);
+tests/tune/test_strategy_contract.py runs over every line.
+"""
+
+from __future__ import annotations
+
+from raydp_synth.errors import ConfigError
+from raydp_synth.tune.strategies.base import SearchStrategy, StudyOptions
+from raydp_synth.tune.strategies.compose import Compose
+from raydp_synth.tune.strategies.public_then_private import PublicThenPrivate
+from raydp_synth.tune.strategies.random_stopping import RandomStopping
+from raydp_synth.tune.strategies.subsampled import Subsampled
+
+__all__ = ["STRATEGIES", "get_strategy", "requested_strategy", "selection_names",
+           "strategy_names"]
+
+#: Every search strategy, by name (``--selection NAME``, or the flag its ``selects``
+#: names).
+STRATEGIES: dict[str, SearchStrategy] = {
+    "compose": Compose(),
+    "random-stopping": RandomStopping(),
+    "subsampled": Subsampled(),
+    "public-then-private": PublicThenPrivate(),
+}
+
+
+def strategy_names() -> list[str]:
+    """Every strategy's name, in table order."""
+    return list(STRATEGIES)
+
+
+def selection_names() -> tuple[str, ...]:
+    """The strategies ``--selection`` chooses (the CLI's choices), in table order."""
+    return tuple(name for name, strategy in STRATEGIES.items()
+                 if strategy.selects == "selection")
+
+
+def get_strategy(name: str) -> SearchStrategy:
+    """The strategy called ``name`` that ``--selection`` chooses.
+
+    Raises:
+        ConfigError: no such strategy (the message lists the choices).
+    """
+    strategy = STRATEGIES.get(name) if isinstance(name, str) else None
+    if strategy is None or strategy.selects != "selection":
+        raise ConfigError(f"--selection {name!r} must be one of {', '.join(selection_names())}")
+    return strategy
+
+
+def requested_strategy(request: StudyOptions) -> SearchStrategy:
+    """The strategy a request runs: the one that a set option other than
+    ``--selection`` selects (``--tune-on-public``), else its ``--selection``'s."""
+    for strategy in STRATEGIES.values():
+        if strategy.selects != "selection" and getattr(request, strategy.selects) is not None:
+            return strategy
+    return get_strategy(request.selection)
+

@@ -1,0 +1,153 @@
+"""A study's release: the best finished trial of the whole study (every session),
+with the privacy statement of its accountant, and the curator's view of it.
+
+``release/`` holds what may be published (raydp_synth.release.bundle); run.json,
+score.json and the evaluation stay with the curator.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from raydp_synth.errors import BudgetExhausted
+from raydp_synth.evaluation.report import evaluate_run, format_table
+from raydp_synth.release import TrainedGenerator, write_release
+from raydp_synth.release.bundle import public_data_note, public_facts
+from raydp_synth.train.driver import evaluation_settings
+from raydp_synth.tune.strategies.registry import STRATEGIES
+from raydp_synth.tune.trial import TRIAL_CHECKPOINT
+
+if TYPE_CHECKING:
+    from raydp_synth.tune.strategies.base import StudyOptions
+
+__all__ = ["Release", "finished_trials", "hides_trial_count", "no_release_message", "release_best"]
+
+
+def hides_trial_count(pricing: str) -> bool:
+    """Whether a study priced by ``pricing`` (the ledger's mode) keeps its trial count
+    secret: some strategy of that pricing does
+    (:attr:`~raydp_synth.tune.strategies.base.SearchStrategy.hides_trial_count`)."""
+    return any(s.hides_trial_count for s in STRATEGIES.values() if s.pricing == pricing)
+
+
+def finished_trials(study_dir: Path) -> list[dict[str, Any]]:
+    """Every trial of the study (all sessions) that finished with a score."""
+
+    found = []
+    for path in sorted(study_dir.glob(f"tune*/*/checkpoint_*/{TRIAL_CHECKPOINT}")):
+        info = json.loads(path.read_text())
+        found.append({"trial": info["trial_id"], "score": info["score"]["value"],
+                      "checkpoint": path.parent})
+    return found
+
+
+def no_release_message(name: str, study_dir: Path, status: dict[str, Any]) -> str:
+    """Why a study released nothing, stated as its ledger stands (``status``: the
+    accountant's :meth:`~raydp_synth.accountant.actor.BudgetAccountant.status`, the
+    ledger's grants and refusals replayed). Where the study's pricing hides the trial
+    count (random stopping, subsampled tuning: :func:`hides_trial_count`) the counts
+    stay out of the message (they would tell K, which only the ledger holds)."""
+    granted, refused = status["trials_granted"], status["trials_refused"]
+    budget = f"epsilon {status['spent_epsilon']:.4f} of {status['budget_epsilon']:g}"
+    if hides_trial_count(status["mode"]):
+        spent = f"the ledger holds its trials' grants, {budget} spent and not refunded"
+    elif granted:
+        spent = (f"the ledger holds {granted} grant{'s' if granted != 1 else ''} and "
+                 f"{refused} refusal{'s' if refused != 1 else ''}, {budget} spent and not "
+                 "refunded")
+    else:
+        spent = (f"the ledger holds no grant ({refused} refusal{'s' if refused != 1 else ''}): "
+                 "nothing was spent")
+    return (f"no trial of study {name} finished with a score (see {study_dir / 'tune'}); "
+            f"{spent} (python -m raydp_synth.budget {study_dir})")
+
+
+class Release(NamedTuple):
+    """What :func:`release_best` released: the statement (``release/privacy.json``),
+    the released trial and its score, every finished trial of the study and its score."""
+
+    statement: dict[str, Any]
+    best_trial: str
+    best_score: float
+    trials: list[dict[str, Any]]
+
+
+def release_best(request: StudyOptions, study_dir: Path, accountant: Any,
+                 name: str, extra: dict[str, Any] | None = None) -> Release:
+    """Release the study's best finished trial; ``extra`` (a strategy's
+    ``statement`` and ``run`` fields, e.g. ``--tune-on-public``'s scope) overrides
+    the defaults of privacy.json and run.json."""
+    import ray
+    import torch
+
+
+    trials = finished_trials(study_dir)
+    scored = [t for t in trials if math.isfinite(t["score"])]
+    best = max(scored, key=lambda t: t["score"]) if scored else None
+    statement = ray.get(accountant.statement.remote())
+    strategy = request.strategy
+    if strategy.releases_after_all_draws and ray.get(accountant.status.remote())["can_grant"]:
+        # The theorem covers the best of exactly K trials, not of fewer.
+        raise BudgetExhausted(
+            f"study {name} stopped before its random number of trials was reached (see the "
+            f"trial errors in {study_dir / 'tune'}); nothing is released. Fix the cause and "
+            "continue it with --resume"
+        )
+    if best is None:
+        raise BudgetExhausted(no_release_message(name, study_dir,
+                                                 ray.get(accountant.status.remote())))
+    score, ckpt = best["score"], best["checkpoint"]
+    info = json.loads((ckpt / TRIAL_CHECKPOINT).read_text())
+    state = torch.load(ckpt / "generator.pt", map_location="cpu")
+    generator = TrainedGenerator.build(**info["generator"], state_dict=state)
+    full = {
+        "epsilon": statement["epsilon"],
+        "delta": statement["delta"],
+        "private": True,
+        "scope": "the whole hyperparameter search (every trial, its selection score, and the "
+                 "choice of the best trial), priced by the study's accountant from its ledger",
+        "pricing": statement,
+        "accountant": statement["accountant"],
+        "dataset": request.dataset,
+        "released_trial_plan": info["plan"],
+    }
+    declared = json.loads((study_dir / "study.json").read_text()).get("public")
+    if declared is not None:
+        full["public_data"] = public_data_note(declared)
+    score_info = info["score"]
+    full["public_facts"] = public_facts(
+        generator.data, generator.class_names, public=declared,
+        validation_records=score_info.get("num_records") if score_info.get("private") else None,
+        public_validation=None if score_info.get("private") else
+        (request.public_validation or request.tune_on_public))
+    full.update((extra or {}).get("statement", {}))
+    write_release(study_dir / "release", generator=generator, statement=full,
+                  num_synthetic=request.synthetic_samples, seed=request.seed)
+    # The budget gauges' one move under every mode but compose (accountant/gauges.py).
+    ray.get(accountant.publish_release.remote())
+    trial_id = info["trial_id"]
+    (study_dir / "run.json").write_text(json.dumps({
+        "method": request.method, "dataset": request.dataset, "seed": request.seed,
+        # What each seed drove in the released trial: the data splits (and the
+        # evaluation's, which reads "seed") and the initialisation (a restart's own).
+        "data_seed": info.get("data_seed", request.seed),
+        "init_seed": info["generator"]["config"].get("seed"),
+        "study": name, "released_trial": trial_id, "checkpoints": f"trials/{trial_id}",
+        **(extra or {}).get("run", {}),
+    }, indent=2))
+    (study_dir / "score.json").write_text(json.dumps(info["score"], indent=2))
+    scope = strategy.release_scope
+    kind = "private" if info["score"].get("private", True) else "public"
+    print(f"[raydp_synth] released trial {trial_id} ({kind} score {score:.4f}) to "
+          f"{study_dir / 'release'}; {scope} is ({statement['epsilon']:.4f}, "
+          f"{statement['delta']:g})-DP ({statement['mode']})")
+    if request.evaluate:
+
+        print(format_table(evaluate_run(study_dir, settings=evaluation_settings(
+            use_gpu=request.gpus_per_worker() > 0, curve_checkpoints=None,
+            fid_weights=request.fid_weights))))
+    return Release(statement=full, best_trial=trial_id, best_score=score,
+                   trials=[{"trial": t["trial"], "score": t["score"]} for t in trials])
