@@ -1,6 +1,6 @@
 """A method whose schedule is given, so that tests price plans through the planners a
 ``--selection subsampled`` study runs (:mod:`raydp_synth.tune.planning`, called by
-``raydp_synth.tune.study._subsampled_plans``) on exactly the mechanisms they name."""
+``raydp_synth.tune.strategies.subsampled.subsampled_plans``) on exactly the mechanisms they name."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class FixedSchedule(Method):
 
 @dataclass(frozen=True)
 class SubsampledPlans:
-    """What ``_subsampled_plans`` computes before Ray starts: E_ref, its amplified
+    """What ``subsampled_plans`` computes before Ray starts: E_ref, its amplified
     tuning curve, the final run's plan, and their epsilons (RDP on ORDERS)."""
 
     reference: PrivacyPlan
