@@ -30,10 +30,15 @@ from raydp_synth.accountant.decisions import REASON_INVALID, Decision
 from raydp_synth.errors import ConfigError
 from raydp_synth.privacy.pricing import Price
 
-__all__ = ["UNPRICEABLE", "PricingStrategy", "StudyBudget", "StudySettings"]
+__all__ = ["UNPRICEABLE", "PricingStrategy", "StudyBudget", "StudySettings", "trials_phrase"]
 
 #: What pricing an event may raise: the event is refused as unpriceable.
 UNPRICEABLE = (dpa.UnsupportedEventError, TypeError, ValueError, ArithmeticError)
+
+
+def trials_phrase(count: Any) -> str:
+    """``"1 trial"``, ``"3 trials"``: a results-table summary's count."""
+    return f"{count:g} trial" + ("" if count == 1 else "s")
 
 
 class StudySettings(Protocol):

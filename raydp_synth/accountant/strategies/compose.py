@@ -24,14 +24,11 @@ from raydp_synth.accountant.strategies.base import (
     PricingStrategy,
     StudyBudget,
     StudySettings,
+    trials_phrase,
 )
 from raydp_synth.privacy.pricing import Composition, Price
 
 __all__ = ["ComposePricing"]
-
-
-def _trials(count: Any) -> str:
-    return f"{count:g} trial" + ("" if count == 1 else "s")
 
 
 class ComposePricing(PricingStrategy):
@@ -82,5 +79,5 @@ class ComposePricing(PricingStrategy):
     @classmethod
     def search_summary(cls, statement: Mapping[str, Any]) -> str:
         granted = statement.get("trials_granted")
-        return (f"whole search ({cls.name}, {_trials(granted)})" if granted is not None
+        return (f"whole search ({cls.name}, {trials_phrase(granted)})" if granted is not None
                 else f"whole search ({cls.name})")

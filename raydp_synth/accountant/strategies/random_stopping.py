@@ -37,16 +37,13 @@ from raydp_synth.accountant.strategies.base import (
     PricingStrategy,
     StudyBudget,
     StudySettings,
+    trials_phrase,
 )
 from raydp_synth.errors import ConfigError, PrivacyInvariantError
 from raydp_synth.privacy.accounting import dominates, parse_distribution, random_stopping_epsilon
 from raydp_synth.privacy.pricing import Price, rdp_only_price
 
 __all__ = ["RandomStoppingPricing"]
-
-
-def _trials(count: Any) -> str:
-    return f"{count:g} trial" + ("" if count == 1 else "s")
 
 
 class RandomStoppingPricing(PricingStrategy):
@@ -167,5 +164,5 @@ class RandomStoppingPricing(PricingStrategy):
     @classmethod
     def search_summary(cls, statement: Mapping[str, Any]) -> str:
         mean, law = statement.get("mean_trials"), statement.get("distribution")
-        return (f"whole search (random stopping, {law}, mean {_trials(mean)})"
+        return (f"whole search (random stopping, {law}, mean {trials_phrase(mean)})"
                 if isinstance(mean, (int, float)) else "whole search (random stopping)")

@@ -45,7 +45,6 @@ def pricing_for(settings: StudySettings) -> type[PricingStrategy]:
     """The pricing strategy of a study's settings: its mode's, and DP-HyPO's bound
     where a random-stopping study's sampler keeps a density ratio c > 1."""
     cls = pricing_class(settings.mode)
-    if issubclass(cls, RandomStoppingPricing) and cls is RandomStoppingPricing \
-            and settings.density_ratio != 1:
+    if cls is RandomStoppingPricing and settings.density_ratio != 1:
         return DpHypoPricing
     return cls
