@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from raydp_synth.budget import ledger_statement, main
@@ -31,3 +34,13 @@ def test_states_the_budget_the_accountant_replays(tmp_path, capsys):
 def test_refuses_a_directory_without_a_ledger(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         ledger_statement(tmp_path)
+
+
+def test_reading_a_ledger_loads_no_torch_or_ray():
+    """The statement is priced by dp-accounting from the ledger alone: a curator's
+    ``budget`` (and ``--help``) stays fast on a machine without torch warmed up."""
+    code = ("import sys, raydp_synth.budget; "
+            "print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

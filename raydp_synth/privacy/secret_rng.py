@@ -41,12 +41,16 @@ made anywhere else in the package.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import secrets
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "SECRET_BITS",
@@ -97,6 +101,8 @@ def secret_generator(secret: int, *, device: torch.device | str = "cpu") -> torc
             user's reproducibility seed).
         device: ``"cpu"`` or a CUDA device.
     """
+    import torch  # lazy: the ledger's readers (budget, the accountant) need no torch
+
     device = torch.device(device)
     generator = torch.Generator(device=device)
     if device.type == "cuda":
@@ -107,17 +113,21 @@ def secret_generator(secret: int, *, device: torch.device | str = "cpu") -> torc
         return generator
     if device.type != "cpu":
         raise ValueError(f"no secret generator for device {device}")
-    state = np.frombuffer(_CPU_STATE_TEMPLATE, dtype=np.uint8).copy()
+    state = np.frombuffer(_cpu_state_template(), dtype=np.uint8).copy()
     words = np.frombuffer(_expand(secret, b"mt19937", 4 * _MT_WORDS), dtype="<u4")
     state[_MT_STATE_OFFSET:_MT_STATE_OFFSET + 8 * _MT_WORDS].view("<u8")[:] = words
     generator.set_state(torch.from_numpy(state))  # copied into the engine
     return generator
 
 
+@functools.cache
 def _cpu_state_template() -> bytes:
     """torch's CPU generator state with its header set for :func:`secret_generator`:
     initial seed 0 (nothing to read back), left 1 (the first draw twists the whole
-    state), seeded, next 0; its 624 words are overwritten per secret."""
+    state), seeded, next 0; its 624 words are overwritten per secret. A public
+    constant (no secret), made once per process on first use."""
+    import torch  # lazy: see secret_generator
+
     generator = torch.Generator()
     generator.manual_seed(0)  # a valid state: sizes and flags as this torch wants them
     state = bytearray(generator.get_state().numpy().tobytes())
@@ -125,9 +135,6 @@ def _cpu_state_template() -> bytes:
                                 + np.array([0], "<u8").tobytes())
     return bytes(state)
 
-
-#: Public constant (no secret): the header and layout each secret CPU state starts from.
-_CPU_STATE_TEMPLATE = _cpu_state_template()
 
 
 def secret_integers(seed: int | None = None) -> random.Random:
