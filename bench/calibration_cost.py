@@ -67,7 +67,7 @@ def main() -> None:
         config = dpaf.make_config(values, DIGITS)
 
         def plan(granted: list, config=config) -> object:
-            return trial_plan(dpaf, config, DIGITS, selection="compose", epsilon=10.0, delta=1e-5,
+            return trial_plan(dpaf, config, DIGITS, role="compose", epsilon=10.0, delta=1e-5,
                               trials=8, score_share=DEFAULT_SCORE_SHARE, granted=granted)
 
         first = plan([])

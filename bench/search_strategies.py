@@ -17,13 +17,13 @@ the mean and spread over seeds of the released generator's CAS and the wall time
 Strategies (each at the same total ``--epsilon``, the whole search counted):
 
 * ``run``: one default-configuration run (``raydp_synth.train``), no search.
-* ``compose``: ``tune --selection compose --trials N`` (TPE, the default first).
-* ``random-stopping``: ``tune --selection random-stopping --sampler random
+* ``compose``: ``tune --strategy compose --trials N`` (TPE, the default first).
+* ``random-stopping``: ``tune --strategy random-stopping --sampler random
   --default-share 0``, E[K] = N (Papernot & Steinke 2022): random draws only.
-* ``subsampled``: ``tune --selection subsampled --tune-fraction F --default-share 0``,
+* ``subsampled``: ``tune --strategy subsampled --tune-fraction F --default-share 0``,
   random stopping on a secret Poisson subset, then one final run (Koskela &
   Kulkarni 2023).
-* ``dp-hypo``: ``tune --selection random-stopping --sampler dp-hypo --hypo-c C
+* ``dp-hypo``: ``tune --strategy random-stopping --sampler dp-hypo --hypo-c C
   --default-share 0`` (Wang et al. 2023): a prior of random draws only.
 * ``public``: ``tune --tune-on-public SPEC``: the search on declared-public data at
   no cost, then one private run (``bench/public_subset.py`` writes such a file).
@@ -74,18 +74,18 @@ SMALL_FILES = ("run.json", "study.json", "release/privacy.json", "evaluation.jso
 
 #: The random-search selections' arguments; each runs with random draws only (the
 #: strategy of that name) and with the default's atom (``-anchored``).
-_RANDOM_STOPPING = ["--selection", "random-stopping", "--sampler", "random",
+_RANDOM_STOPPING = ["--strategy", "random-stopping", "--sampler", "random",
                     "--trials", "{trials}"]
-_SUBSAMPLED = ["--selection", "subsampled", "--tune-fraction", "{fraction}",
+_SUBSAMPLED = ["--strategy", "subsampled", "--tune-fraction", "{fraction}",
                "--trials", "{trials}"]
-_DP_HYPO = ["--selection", "random-stopping", "--distribution", "geometric", "--sampler",
+_DP_HYPO = ["--strategy", "random-stopping", "--distribution", "geometric", "--sampler",
             "dp-hypo", "--hypo-c", "{hypo_c}", "--trials", "{trials}"]
 
 #: strategy -> (module, arguments); {trials}, {fraction}, {hypo_c}, {public},
 #: {default_share} filled in.
 STRATEGIES: dict[str, tuple[str, list[str]]] = {
     "run": ("raydp_synth.train", []),
-    "compose": ("raydp_synth.tune", ["--selection", "compose", "--trials", "{trials}"]),
+    "compose": ("raydp_synth.tune", ["--strategy", "compose", "--trials", "{trials}"]),
     "random-stopping": ("raydp_synth.tune", [*_RANDOM_STOPPING, "--default-share", "0"]),
     "subsampled": ("raydp_synth.tune", [*_SUBSAMPLED, "--default-share", "0"]),
     "dp-hypo": ("raydp_synth.tune", [*_DP_HYPO, "--default-share", "0"]),

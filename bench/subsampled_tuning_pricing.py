@@ -10,7 +10,7 @@ Two tables, pure accounting (``raydp_synth.privacy.subsampled_tuning``), about a
    E[K]. q = 1 is plain random stopping.
 2. A total budget split (variant 1: tuning phase, then one final run on all the data
    with the extrapolated config) at q = 0.1, E[K] = 8, planned by the functions a
-   ``--selection subsampled`` study calls (``tune.planning.subsampled_reference_plan``,
+   ``--strategy subsampled`` study calls (``tune.planning.subsampled_reference_plan``,
    then ``plan_for_subsampled_final``): the final run's noise against a single default
    run's (``Method.plan``) and against every trial's under plain random stopping
    (``tune.planning.reference_plan``).

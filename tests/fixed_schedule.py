@@ -1,5 +1,5 @@
 """A method whose schedule is given, so that tests price plans through the planners a
-``--selection subsampled`` study runs (:mod:`raydp_synth.tune.planning`, called by
+``--strategy subsampled`` study runs (:mod:`raydp_synth.tune.planning`, called by
 ``raydp_synth.tune.strategies.subsampled.subsampled_plans``) on exactly the mechanisms they name."""
 
 from __future__ import annotations

@@ -26,25 +26,10 @@ PACKAGE_ROOT = Path(raydp_synth.__file__).parent
 #: The most function-level imports of the package's own modules, all files together.
 MAX_FUNCTION_IMPORTS = 20
 
-# ---------------------------------------------------------------------------------
-# ALLOWANCE, temporary: files being restructured by other work (the search strategies
-# of issue 44, item 1) keep their current function-level imports, uncounted in the
-# total and without the reason comment, for now. Each count may only go DOWN: lower
-# it (or delete the line) as the file's imports move up; the goal is an empty dict.
-# Counts as of 2026-11-28.
-ALLOWANCE: dict[str, int] = {
-    "tune/study.py": 55,
-    "tune/trial.py": 15,
-    "tune/public_search.py": 9,
-    "tune/__main__.py": 6,
-    "tune/subsampled_search.py": 6,
-    "tune/planning.py": 3,
-    "tune/trial_metrics.py": 3,
-    "tune/final_run.py": 2,
-    "tune/search_space/dp_hypo.py": 2,
-    "tune/search_space/samplers.py": 2,
-}
-# ---------------------------------------------------------------------------------
+#: Files whose function-level imports are left uncounted, each with its count: empty
+#: since the imports of issue 44's restructuring moved to the top of their modules.
+#: A count may only go down; keep the dict empty.
+ALLOWANCE: dict[str, int] = {}
 
 REASON = "lazy:"
 

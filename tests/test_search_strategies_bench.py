@@ -49,7 +49,7 @@ def _args(**overrides) -> argparse.Namespace:
     ("random-stopping-anchored:0.25", "random-stopping-anchored-p0.25",
      ["--sampler", "random", "--trials", "8", "--default-share", "0.25"]),
     ("restarts:4", "restarts-n4",
-     ["--selection", "random-stopping", "--sampler", "random", "--trials", "4",
+     ["--strategy", "random-stopping", "--sampler", "random", "--trials", "4",
       "--default-share", "1"]),
 ])
 def test_a_variant_sets_its_own_option_and_label(item, label, needle, tmp_path) -> None:
@@ -101,7 +101,7 @@ def test_every_search_cell_is_a_study_that_tune_accepts(item, tmp_path) -> None:
     request = study_request(build_parser().parse_args(
         command[command.index("raydp_synth.tune") + 1:]))
     if item == "restarts":
-        assert (request.selection, request.sampler, request.default_share) == (
+        assert (request.strategy, request.sampler, request.default_share) == (
             "random-stopping", "random", 1.0)
 
 

@@ -63,6 +63,7 @@ __all__ = [
     "DatasetSpec",
     "NAMED_KINDS",
     "absolute_spec",
+    "declared_dataset",
     "declared_image",
     "load_dataset",
     "load_raw",
@@ -206,6 +207,57 @@ class DatasetSpec:
         spelled out): two specs with the same source name the same records."""
         location = self.data_dir if self.kind in NAMED_KINDS else self.location
         return self.kind if location is None else f"{self.kind}:{location}"
+
+    def with_num_classes(self, num_classes: int | None) -> DatasetSpec:
+        """This spec with the user's ``--num-classes`` declaration folded in (``None``:
+        this spec).
+
+        Raises:
+            DataError: a count < 1, or a spec that already declares another count.
+        """
+        if num_classes is None:
+            return self
+        _check_num_classes(num_classes)
+        if self.num_classes is not None and self.num_classes != num_classes:
+            raise DataError(
+                f"the declared class count {num_classes} disagrees with the dataset spec {self}; "
+                "declare the class count once"
+            )
+        return replace(self, num_classes=num_classes)
+
+    def with_data_dir(self, data_dir: str | None) -> DatasetSpec:
+        """This spec with ``--data-dir`` folded in as a named dataset's folder
+        (``None``: this spec).
+
+        Raises:
+            DataError: a spec that is not a named dataset, an empty folder, or one
+                that already names another folder.
+        """
+        if data_dir is None:
+            return self
+        if self.kind not in NAMED_KINDS:
+            where = ("" if self.kind == "digits"
+                     else f" (write its folder in the spec: {self.kind}:DIR)")
+            raise DataError(f"--data-dir is the folder of a named dataset ({', '.join(NAMED_KINDS)}), "
+                            f"not of {self}{where}; drop --data-dir")
+        if not str(data_dir).strip():
+            raise DataError("--data-dir is empty; pass the folder of the dataset's files")
+        if self.location is not None and _same_path(self.location) != _same_path(data_dir):
+            raise DataError(f"the dataset spec {self} already names the folder {self.location}, "
+                            f"--data-dir another ({data_dir}); give the folder once")
+        return replace(self, location=str(data_dir))
+
+    def absolute(self) -> DatasetSpec:
+        """This spec with a local location made absolute (``~`` expanded), so that it
+        names the same files in a Ray worker, whose working directory (and
+        environment) is not the user's: a named dataset without a folder gets its
+        default cache folder spelled out. URIs with a scheme (``s3://``, ``gs://``,
+        ``file://``) are left as they are."""
+        if self.kind in NAMED_KINDS:
+            return replace(self, location=_same_path(str(self.data_dir)))
+        if self.location is None or "://" in self.location:
+            return self
+        return replace(self, location=_same_path(self.location))
 
     def __str__(self) -> str:
         """Return the canonical spec string, e.g. ``"idx:/data/mnist:classes=10"`` or
@@ -364,31 +416,25 @@ def _parse_named(spec: str, kind: str, rest: str | None, num_classes: int | None
     return DatasetSpec(kind=kind, location=rest, num_classes=num_classes, size=size)
 
 
-def with_data_dir(spec: str, data_dir: str | None) -> str:
-    """The spec string with ``--data-dir`` folded in as a named dataset's folder.
-
-    Args:
-        spec: A spec string.
-        data_dir: ``--data-dir``, or ``None`` (``spec`` is returned as is).
+def declared_dataset(text: str, *, num_classes: int | None = None,
+                     data_dir: str | None = None) -> DatasetSpec:
+    """A command line's ``--dataset`` parsed once, with its ``--num-classes`` and
+    ``--data-dir`` declarations folded in: the spec a run or a study carries (as its
+    canonical string, :meth:`DatasetSpec.__str__`, at the Ray and file boundaries).
 
     Raises:
-        DataError: a malformed spec, a spec that is not a named dataset, or one that
-            already names another folder.
+        DataError: a malformed spec, or a declaration that does not fit it.
     """
-    if data_dir is None:
-        return spec
-    parsed = parse_dataset_spec(spec)
-    if parsed.kind not in NAMED_KINDS:
-        where = ("" if parsed.kind == "digits"
-                 else f" (write its folder in the spec: {parsed.kind}:DIR)")
-        raise DataError(f"--data-dir is the folder of a named dataset ({', '.join(NAMED_KINDS)}), "
-                        f"not of {spec}{where}; drop --data-dir")
-    if not str(data_dir).strip():
-        raise DataError("--data-dir is empty; pass the folder of the dataset's files")
-    if parsed.location is not None and _same_path(parsed.location) != _same_path(data_dir):
-        raise DataError(f"the dataset spec {spec} already names the folder {parsed.location}, "
-                        f"--data-dir another ({data_dir}); give the folder once")
-    return str(replace(parsed, location=str(data_dir)))
+    return parse_dataset_spec(text).with_num_classes(num_classes).with_data_dir(data_dir)
+
+
+def with_data_dir(spec: str, data_dir: str | None) -> str:
+    """The spec string with ``--data-dir`` folded in (:meth:`DatasetSpec.with_data_dir`).
+
+    Raises:
+        DataError: a malformed spec, or a ``data_dir`` that does not fit it.
+    """
+    return spec if data_dir is None else str(parse_dataset_spec(spec).with_data_dir(data_dir))
 
 
 def _same_path(path: str) -> str:
@@ -397,11 +443,8 @@ def _same_path(path: str) -> str:
 
 
 def with_num_classes(spec: str, num_classes: int | None) -> str:
-    """The spec string with the user's ``--num-classes`` declaration folded in.
-
-    Args:
-        spec: A spec string (may already carry ``:classes=K``).
-        num_classes: ``--num-classes``, or ``None`` (``spec`` is returned as is).
+    """The spec string with ``--num-classes`` folded in
+    (:meth:`DatasetSpec.with_num_classes`).
 
     Raises:
         DataError: a malformed spec, a count < 1, or a spec that already declares
@@ -409,33 +452,17 @@ def with_num_classes(spec: str, num_classes: int | None) -> str:
     """
     if num_classes is None:
         return spec
-    parsed = parse_dataset_spec(spec)
-    _check_num_classes(num_classes)
-    if parsed.num_classes is not None and parsed.num_classes != num_classes:
-        raise DataError(
-            f"the declared class count {num_classes} disagrees with the dataset spec {spec}; "
-            "declare the class count once"
-        )
-    return str(replace(parsed, num_classes=num_classes))
+    return str(parse_dataset_spec(spec).with_num_classes(num_classes))
 
 
 def absolute_spec(spec: str) -> str:
-    """The spec with a local location made absolute (``~`` expanded), so that it names
-    the same files in a Ray worker, whose working directory (and environment) is
-    not the user's: a named dataset without a folder gets its default cache folder
-    spelled out. URIs with a scheme (``s3://``, ``gs://``, ``file://``) are left as
-    they are.
+    """The spec string with a local location made absolute
+    (:meth:`DatasetSpec.absolute`).
 
     Raises:
         DataError: a malformed spec.
     """
-    parsed = parse_dataset_spec(spec)
-    if parsed.kind in NAMED_KINDS:
-        return str(replace(parsed, location=_same_path(str(parsed.data_dir))))
-    location = parsed.location
-    if location is None or "://" in location:
-        return str(parsed)
-    return str(replace(parsed, location=_same_path(location)))
+    return str(parse_dataset_spec(spec).absolute())
 
 
 def load_raw(spec: DatasetSpec, *, default_classes: int | None = None,

@@ -6,7 +6,7 @@ refuses keys that are not on the method's privacy-safe allow-list.
 
 :func:`run_worker_loop` is the one body of a worker: Ray Train's
 :func:`train_loop_per_worker` calls it on each worker, and a 1-worker Tune trial
-calls it in its own process (:func:`raydp_synth.train.driver.fit_in_process`), with
+calls it in its own process (:func:`raydp_synth.train.pipeline.fit_in_process`), with
 the same payload, context, allow-list and checkpoint files; only where a report goes
 (its *sink*) differs.
 """

@@ -13,6 +13,7 @@ from raydp_synth.accountant.ledger import Ledger
 from raydp_synth.errors import BudgetExhausted, ConfigError
 from raydp_synth.privacy.events import event_from_json
 from raydp_synth.tune.optuna_searcher import first_points
+from raydp_synth.tune.strategies.roles import trial_plan
 from raydp_synth.tune.study_settings import PlannedTrial
 
 if TYPE_CHECKING:
@@ -45,17 +46,17 @@ def check_first_trial_affordable(request: StudyOptions,
     Raises:
         BudgetExhausted: one line naming the budget, the trial count and the fix.
     """
-    first = request.strategy.first_trial(request, prepared)
+    first = request.search_strategy.first_trial(request, prepared)
     if first is None:
         return None
     config = _first_trial_config(request, prepared)
     try:
-        plan = first.role.plan(prepared.method, config, prepared.data, epsilon=request.epsilon,
-                               delta=request.delta, trials=first.trials,
-                               score_share=prepared.score_share,
-                               granted=[event_from_json(e) for e in first.granted],
-                               reference_event=prepared.reference.event()
-                               if prepared.reference is not None else None)
+        plan = trial_plan(prepared.method, config, prepared.data, role=first.role,
+                          epsilon=request.epsilon, delta=request.delta, trials=first.trials,
+                          score_share=prepared.score_share,
+                          granted=[event_from_json(e) for e in first.granted],
+                          reference_event=prepared.reference.event()
+                          if prepared.reference is not None else None)
     except ConfigError as err:
         raise BudgetExhausted(cannot_buy_a_trial(request, first.phrase, err)) from None
     return PlannedTrial(

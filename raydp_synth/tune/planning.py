@@ -38,6 +38,7 @@ from dataclasses import replace
 from typing import Any
 
 import dp_accounting as dpa
+import numpy as np
 from dp_accounting import dp_event
 
 from raydp_synth.data import DataInfo
@@ -45,8 +46,14 @@ from raydp_synth.errors import PrivacyInvariantError
 from raydp_synth.methods.base import Method
 from raydp_synth.privacy import pricing as _pricing
 from raydp_synth.privacy.accounting import dominance_ratio, rdp_curve
+from raydp_synth.privacy.adaptive_tuning import adaptive_random_stopping_epsilon
 from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.pricing import Pricing
+from raydp_synth.privacy.subsampled_tuning import (
+    amplified_tuning_rdp,
+    epsilon_from_rdp,
+    variant1_rdp,
+)
 
 __all__ = ["plan_dominated_by", "plan_for_compose", "plan_for_subsampled_final",
            "reference_plan", "subsampled_reference_plan"]
@@ -126,8 +133,6 @@ def reference_plan(
     with a density-ratio bound c > 1 (dp-hypo), DP-HyPO's total
     (:func:`~raydp_synth.privacy.adaptive_tuning.adaptive_random_stopping_epsilon`)."""
     if density_ratio != 1:
-        from raydp_synth.privacy.adaptive_tuning import adaptive_random_stopping_epsilon
-
         def price(plan: PrivacyPlan, pricing: Pricing) -> float:
             # RDP only (a theorem on RDP curves), on the pricing's orders.
             return adaptive_random_stopping_epsilon(
@@ -185,8 +190,6 @@ def subsampled_reference_plan(
     """E_ref of subsampled tuning: the plan of ``config`` on ``data`` (the subset's
     public facts) whose random stopping, amplified by the Poisson(``tune_fraction``)
     draw of the subset, costs ``target_epsilon`` (the tuning share of the budget)."""
-    from raydp_synth.privacy.subsampled_tuning import amplified_tuning_rdp, epsilon_from_rdp
-
     def price(plan: PrivacyPlan, pricing: Pricing) -> float:  # RDP on ORDERS, whatever pricing
         return epsilon_from_rdp(amplified_tuning_rdp(
             plan.event(), mean=mean_trials, shape=shape, tune_fraction=tune_fraction), delta)
@@ -207,10 +210,6 @@ def plan_for_subsampled_final(
 ) -> PrivacyPlan:
     """The final run's plan: the tuning phase's curve composed with it (variant 1)
     meets ``target_epsilon``, the study's total (the accountant's own check)."""
-    import numpy as np
-
-    from raydp_synth.privacy.subsampled_tuning import epsilon_from_rdp, variant1_rdp
-
     tuning = np.asarray(tuning_rdp, dtype=np.float64)
 
     def price(plan: PrivacyPlan, pricing: Pricing) -> float:  # RDP on ORDERS, whatever pricing

@@ -102,7 +102,7 @@ class StudySettings:
         epsilon, delta: the total budget of the whole search.
         role: what the trials do differently under the study's search strategy
             (:class:`~raydp_synth.tune.strategies.roles.TrialRole`: how a plan is
-            sized, whether it asks for a grant, ...); its name is :attr:`selection`.
+            sized, whether it asks for a grant, ...); its name is :attr:`role_name`.
             The public search's (``--tune-on-public``) holds that data as
             ``dataset``, never the sensitive dataset.
         trials: N_max (compose) or the mean number of trials (random-stopping).
@@ -120,7 +120,7 @@ class StudySettings:
         score_classifier: classifier trained on synthetic data for the score.
         public_validation: a dataset declared public to score on, or None.
         trial_loop: where a trial runs its loop (:data:`TRIAL_LOOPS`).
-        tune_fraction: ``--selection subsampled``'s q (None otherwise).
+        tune_fraction: ``--strategy subsampled``'s q (None otherwise).
         tuning_rdp: its tuning phase's RDP curve on ORDERS (public arithmetic of E_ref,
             the trial-count law and q), which the final run's plan composes with.
         planned: a compose trial's plan the driver already computed, or None.
@@ -157,7 +157,7 @@ class StudySettings:
     compile_step: bool = False
 
     @property
-    def selection(self) -> str:
+    def role_name(self) -> str:
         """The trial role's name (what the trials' plans record as their inputs)."""
         return self.role.name
 
@@ -189,7 +189,7 @@ class StudySettings:
 
     def plan_inputs(self) -> tuple[Any, ...]:
         """What a compose trial's plan depends on besides its config and the grants."""
-        return (self.selection, self.epsilon, self.delta, self.trials, self.score_share,
+        return (self.role_name, self.epsilon, self.delta, self.trials, self.score_share,
                 self.data)
 
     def __post_init__(self) -> None:
@@ -207,10 +207,10 @@ class StudySettings:
         if (self.reference_event is not None) != dominated and (
                 not self.role.tuning_curve or dominated):
             raise ValueError(
-                f"selection={self.selection!r} needs a reference event exactly under "
+                f"role={self.role_name!r} needs a reference event exactly under "
                 "random-stopping (and subsampled tuning's trials)"
             )
         if self.role.tuning_curve != (self.tune_fraction is not None
                                       and self.tuning_rdp is not None):
-            raise ValueError(f"selection={self.selection!r} needs a tuning fraction and curve "
+            raise ValueError(f"role={self.role_name!r} needs a tuning fraction and curve "
                              "exactly under subsampled tuning")

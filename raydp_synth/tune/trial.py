@@ -7,7 +7,7 @@ The order is the privacy argument (docs/architecture.md, sections 2 and 3):
 2. the study's accountant grants or refuses the plan **before** any sensitive data
    is read; a refused trial ends at once (score -inf) and reads nothing;
 3. the method's DP loop runs: a 1-worker trial runs it in its own process
-   (:func:`~raydp_synth.train.driver.fit_in_process`: no second Ray Train worker
+   (:func:`~raydp_synth.train.pipeline.fit_in_process`: no second Ray Train worker
    group, placement group or process group; the trial holds the worker's CPUs and
    GPU, :func:`trial_resources`), a multi-worker trial as a ``TorchTrainer``; either
    way through the same worker body, whose reports carry only allow-listed metrics,
@@ -40,12 +40,21 @@ import os
 import secrets
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from raydp_synth.accountant import get_accountant
+from raydp_synth.data import load_training_data
+from raydp_synth.data.public import public_records
 from raydp_synth.errors import ConfigError
+from raydp_synth.methods import get_method
+from raydp_synth.privacy.events import event_from_json, event_to_json
+from raydp_synth.train.pipeline import LoopPlacement, SingleRun, run_single
+from raydp_synth.tune.extrapolation import subset_config, subset_data, subset_size
+from raydp_synth.tune.strategies.roles import trial_plan
 from raydp_synth.tune.study_settings import StudySettings
 
 __all__ = ["TRIAL_CHECKPOINT", "TRIAL_METRICS", "TRIAL_TIMING", "in_process", "plan_or_refusal",
@@ -143,8 +152,6 @@ def trial_plan_of(study: StudySettings, method: Any, config: Any,
     driver's identical one (:class:`~raydp_synth.tune.study_settings.PlannedTrial`)
     when its inputs are this trial's. ``granted_events``: the ledger's grants so far
     (compose); ``data``: a subsampled tuning trial's subset facts."""
-    from raydp_synth.privacy.events import event_from_json
-
     planned = study.planned
     if (planned is not None and study.role.plans_against_grants
             and (data is None or data == study.data)
@@ -152,11 +159,10 @@ def trial_plan_of(study: StudySettings, method: Any, config: Any,
             and list(planned.granted) == granted_events):
         return planned.plan
     granted = [event_from_json(e) for e in granted_events]
-    return study.role.plan(method, config, study.data, epsilon=study.epsilon,
-                           delta=study.delta, trials=study.trials,
-                           score_share=study.score_share, granted=granted,
-                           reference_event=study.reference_event, tuning_rdp=study.tuning_rdp,
-                           trial_data=data)
+    return trial_plan(method, config, study.data, role=study.role, epsilon=study.epsilon,
+                      delta=study.delta, trials=study.trials, score_share=study.score_share,
+                      granted=granted, reference_event=study.reference_event,
+                      tuning_rdp=study.tuning_rdp, trial_data=data)
 
 
 def plan_or_refusal(study: StudySettings, method: Any, config: Any,
@@ -193,17 +199,6 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
     from ray import tune
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from raydp_synth.accountant import get_accountant
-    from raydp_synth.config import config_to_dict
-    from raydp_synth.data import load_training_data
-    from raydp_synth.evaluation.selection import score_generator
-    from raydp_synth.methods import get_method
-    from raydp_synth.privacy.events import event_to_json
-    from raydp_synth.privacy.secret_rng import fresh_secret
-    from raydp_synth.privacy.selection_score import score_noise_source
-    from raydp_synth.release import TrainedGenerator
-    from raydp_synth.train.driver import fit_in_process, fit_on_ray_train
-
     trial_id = tune.get_context().get_trial_id()
     method = get_method(study.method)
     data = study.data
@@ -216,8 +211,6 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
         settings = {**study.space.settings_from_trial_config(config),
                     "seed": study.trial_seed()}
         if on_subset:
-            from raydp_synth.tune.extrapolation import subset_config, subset_data
-
             assert study.tune_fraction is not None
             config = subset_config(method, settings, data, study.tune_fraction)
             data = subset_data(data, study.tune_fraction)
@@ -264,66 +257,51 @@ def run_trial(config: dict[str, Any], study: StudySettings, loop_in_process: boo
             return
 
     stamps["granted"] = time.time()
-    dp_seed = fresh_secret()  # this trial's secret DP randomness (256 bits), written nowhere
     splits, _ = load_training_data(study.dataset, public=study.public,
                                    image_size=data.image_size, seed=study.seed)
     if len(splits.train) != study.data.num_records:
         raise RuntimeError("the dataset changed after the study was planned")
-    stamps["data_loaded"] = time.time()
-    trial_dir = study.study_dir / "trials" / trial_id
-    common: dict[str, Any] = {
-        "method": method.name, "config": config, "data": data, "plan": plan,
-        "dataset": study.dataset, "data_seed": study.seed, "dp_seed": dp_seed,
-        "public": study.public, "use_gpu": study.use_gpu,
-        "cpus_per_worker": study.cpus_per_worker, "storage": trial_dir, "name": "train",
-        "stamps": stamps, "compile_step": study.compile_step,
-    }
-    if on_subset:  # the secret indices, in memory / the object store only
-        common.update(train_subset=tuning_subset.train, source_records=tuning_subset.num_train)
-    stamps["fit_start"] = time.time()
-    if loop_in_process and study.workers == 1:
-        # The worker's allow-list Reporter checked every metric; Tune gets them as
-        # Ray Train's TuneReportCallback would forward them.
-        state, metrics = fit_in_process(**common, forward=lambda m: tune.report(m))
-    else:
-        state, metrics = fit_on_ray_train(**common, workers=study.workers,
-                                          gpus_per_worker=study.gpus_per_worker,
-                                          callbacks=[TuneReportCallback()])
-    stamps["fit_end"] = time.time()
-    generator = TrainedGenerator.build(
-        method=method.name, config=config_to_dict(config), data_info=data.__dict__,
-        class_names=splits.class_names, state_dict=state["generator"],
-    )
     split = splits.val
     divisor = None
     if on_subset and not study.public_validation:
-        from raydp_synth.tune.extrapolation import subset_size
-
         split = tuning_subset.select(splits.val, tuning_subset.val, tuning_subset.num_val)
         divisor = subset_size(tuning_subset.num_val, tuning_subset.fraction)
     if on_public:  # the held-out split of data declared public: no noise, no cost
-        from dataclasses import replace
-
         split = replace(split, public=True)
     elif study.public_validation:
-        from raydp_synth.data.public import public_records
-
         split = public_records(study.public_validation, like=splits.train, seed=study.seed)
-    score = score_generator(
-        generator, split, plan=plan, classifier=study.score_classifier, seed=study.seed,
-        noise_source=score_noise_source(None),  # discrete noise from the OS (SystemRandom)
-        divisor=divisor,
-    )
-    stamps["scored"] = time.time()
+    stamps["data_loaded"] = time.time()
+    trial_dir = study.study_dir / "trials" / trial_id
+    run = SingleRun(method=method.name, config=config, data=data, plan=plan,
+                    dataset=study.dataset, data_seed=study.seed, public=study.public,
+                    use_gpu=study.use_gpu, cpus_per_worker=study.cpus_per_worker,
+                    compile_step=study.compile_step)
+    in_process_loop = loop_in_process and study.workers == 1
+    # In process, the worker's allow-list Reporter checked every metric; Tune gets
+    # them as Ray Train's TuneReportCallback would forward them.
+    placement = (LoopPlacement(storage=trial_dir, in_process=True, forward=tune.report)
+                 if in_process_loop else
+                 LoopPlacement(storage=trial_dir, workers=study.workers,
+                               gpus_per_worker=study.gpus_per_worker,
+                               callbacks=[TuneReportCallback()]))
+    subset: dict[str, Any] = {}
+    if on_subset:  # the secret indices, in memory / the object store only
+        subset = {"train_subset": tuning_subset.train, "source_records": tuning_subset.num_train}
+    # The trial's secret DP seed is drawn by the pipeline (OS entropy, written nowhere);
+    # the score's noise comes from the OS too (no reproducibility seed in a study).
+    result = run_single(run, placement, class_names=splits.class_names, score_split=split,
+                        score_classifier=study.score_classifier, reproducibility_seed=None,
+                        divisor=divisor, stamps=stamps, **subset)
+    generator, metrics, score = result.generator, result.metrics, result.score
     with tempfile.TemporaryDirectory() as tmp:
         torch.save(generator.module.state_dict(), Path(tmp) / "generator.pt")
         (Path(tmp) / TRIAL_CHECKPOINT).write_text(json.dumps({
             "trial_id": trial_id, "generator": generator.descriptor(), "plan": plan.to_dict(),
-            "score": score.to_dict(), "data_seed": common["data_seed"],
+            "score": score.to_dict(), "data_seed": run.data_seed,
         }))
         last = metrics[-1] if metrics else {}
         _report_final({"score": score.value, "granted": int(not on_public),
                        "trial_epsilon": plan.epsilon(), "epoch": last.get("epoch", 0)}, tmp)
     stamps["reported"] = time.time()
     _write_timing(trial_dir / TRIAL_TIMING, stamps, workers=study.workers,
-                  loop="in_process" if loop_in_process and study.workers == 1 else "ray_train")
+                  loop="in_process" if in_process_loop else "ray_train")

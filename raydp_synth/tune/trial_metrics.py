@@ -29,7 +29,10 @@ from typing import Any
 from ray.tune import Callback
 
 from raydp_synth.accountant.gauges import STUDY_TAG, HeldGauges
+from raydp_synth.log import tune_verbosity
+from raydp_synth.methods import get_method
 from raydp_synth.tune.strategies.roles import TRIAL_ROLES, TrialRole
+from raydp_synth.tune.trial import TRIAL_METRICS
 
 __all__ = ["METRIC_TAG", "TRIAL_GAUGE", "TRIAL_TAG", "TrialMetricsGauges",
            "exported_metrics", "exports_trial_metrics", "study_callbacks"]
@@ -98,10 +101,8 @@ def study_run_config(experiment: str, study: Any) -> Any:
     :class:`~raydp_synth.tune.study_settings.StudySettings`' study): under the study
     directory, a failed trial never rerun (``max_failures=0``: a granted trial counts
     in full and is not granted again), Tune's console at the study's verbosity, and
-    the trials' metrics as gauges where the selection allows it (:func:`study_callbacks`)."""
+    the trials' metrics as gauges where the strategy allows it (:func:`study_callbacks`)."""
     from ray import tune
-
-    from raydp_synth.log import tune_verbosity
 
     return tune.RunConfig(name=experiment, storage_path=str(study.study_dir),
                           failure_config=tune.FailureConfig(max_failures=0),
@@ -111,10 +112,7 @@ def study_run_config(experiment: str, study: Any) -> Any:
 def study_callbacks(study: Any) -> list[Any]:
     """The Tune callbacks of a search under ``study``: the trial gauge where
     :func:`exports_trial_metrics` allows it, none otherwise."""
-    from raydp_synth.methods import get_method
-    from raydp_synth.tune.trial import TRIAL_METRICS
-
-    if not exports_trial_metrics(getattr(study, "role", None) or study.selection):
+    if not exports_trial_metrics(study.role):
         return []
     allowed = get_method(study.method).metric_allowlist | TRIAL_METRICS
     return [TrialMetricsGauges(study.study_name, allowed)]

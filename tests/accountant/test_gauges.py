@@ -88,7 +88,7 @@ def test_the_release_sets_the_statements_totals_and_no_count() -> None:
 def test_trial_series_go_out_under_compose_and_public_search_only(selection: str,
                                                                   exported: bool) -> None:
     assert exports_trial_metrics(selection) is exported
-    study = SimpleNamespace(selection=selection, method="dpaf", study_name="s")
+    study = SimpleNamespace(role=selection, method="dpaf", study_name="s")
     callbacks = study_callbacks(study)
     assert bool(callbacks) is exported
     assert all(isinstance(c, TrialMetricsGauges) for c in callbacks)

@@ -71,16 +71,18 @@ def test_a_user_seed_reproduces_the_release_and_another_seed_does_not():
 
 
 def test_call_sites_use_the_discrete_source():
-    """The train driver and a tune trial release through ``score_noise_source`` (no
-    torch generator, no seed in a trial)."""
+    """The train driver and a tune trial release through the single-run pipeline's
+    ``score_noise_source`` (no torch generator; the user's --dp-seed in a run, no
+    seed in a trial)."""
     import inspect
 
-    from raydp_synth.train import driver
+    from raydp_synth.train import driver, pipeline
     from raydp_synth.tune import trial
 
-    assert "noise_source=score_noise_source(request.dp_seed)" in inspect.getsource(driver)
-    assert "noise_source=score_noise_source(None)" in inspect.getsource(trial)
-    for module in (driver, trial):
+    assert "noise_source=score_noise_source(reproducibility_seed)" in inspect.getsource(pipeline)
+    assert "reproducibility_seed=request.dp_seed" in inspect.getsource(driver)
+    assert "reproducibility_seed=None" in inspect.getsource(trial)
+    for module in (driver, pipeline, trial):
         assert "manual_seed(derived_seed(dp_seed, \"selection_score\"))" not in inspect.getsource(module)
 
 

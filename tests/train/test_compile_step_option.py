@@ -11,7 +11,8 @@ from raydp_synth.data import DataInfo
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 from raydp_synth.train import __main__ as train_cli
-from raydp_synth.train.driver import TrainRequest, _payload
+from raydp_synth.train.driver import TrainRequest
+from raydp_synth.train.pipeline import SingleRun
 from raydp_synth.tune import __main__ as tune_cli
 
 
@@ -21,9 +22,9 @@ def _payload_with(compile_step: bool) -> dict:
                        delta=1e-5, target_epsilon=1.0)
     data = DataInfo(num_records=10, image_size=16, channels=1, num_classes=2)
     config = get_method("dpwgan").make_config({}, data)
-    return _payload(method="dpwgan", config=config, data=data, plan=plan, dataset="digits",
-                    data_seed=0, public=None, use_gpu=False, cpus_per_worker=1.0,
-                    compile_step=compile_step)
+    return SingleRun(method="dpwgan", config=config, data=data, plan=plan, dataset="digits",
+                     data_seed=0, public=None, use_gpu=False, cpus_per_worker=1.0,
+                     compile_step=compile_step).payload()
 
 
 def test_the_flag_reaches_the_train_request_and_the_payload(tmp_path: Path) -> None:

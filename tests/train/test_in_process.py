@@ -10,7 +10,7 @@ from pathlib import Path
 from raydp_synth.data import data_info, load_training_data
 from raydp_synth.evaluation.report import run_checkpoints
 from raydp_synth.methods import get_method
-from raydp_synth.train.driver import fit_in_process
+from raydp_synth.train.pipeline import SingleRun, fit_in_process
 
 TINY = {"epochs": 1, "classifier_epochs": 0.2, "batch_size": 512, "base_width": 4,
         "g_base_width": 4, "g_steps": 1, "classifier_batch_size": 256}
@@ -25,10 +25,11 @@ def test_a_one_worker_loop_in_process_writes_ray_trains_checkpoints_and_allowed_
     plan = method.non_private_plan(config, delta=1e-5, data=data, score=False)  # no calibration
     forwarded: list[dict[str, float]] = []
     stamps: dict[str, float] = {}
+    run = SingleRun(method="dpaf", config=config, data=data, plan=plan, dataset="digits",
+                    data_seed=0, use_gpu=False, cpus_per_worker=1.0)
     state, metrics = fit_in_process(
-        method="dpaf", config=config, data=data, plan=plan, dataset="digits", data_seed=0,
-        dp_seed=secrets.randbits(63), use_gpu=False, cpus_per_worker=1.0, storage=tmp_path,
-        name="train", forward=forwarded.append, stamps=stamps,
+        run, dp_seed=secrets.randbits(63), storage=tmp_path, name="train",
+        forward=forwarded.append, stamps=stamps,
     )
     assert forwarded == metrics and metrics  # every checked report reached the sink
     assert {key for m in metrics for key in m} <= method.metric_allowlist

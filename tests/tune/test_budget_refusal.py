@@ -30,6 +30,7 @@ def ray_connections(monkeypatch) -> list[int]:
     calls right before it starts or joins a cluster): a refused study never does.
     (``ray.is_initialized()`` cannot tell: the suite's shared local cluster may be up.)"""
     from raydp_synth.runtime import ray_session
+    from raydp_synth.tune import study
 
     calls: list[int] = []
 
@@ -38,6 +39,7 @@ def ray_connections(monkeypatch) -> list[int]:
         raise RuntimeError("the study connected to Ray")
 
     monkeypatch.setattr(ray_session, "ensure_ray", refuse)
+    monkeypatch.setattr(study, "ensure_ray", refuse)  # the study's own name for it
     return calls
 
 
@@ -46,7 +48,7 @@ def test_an_unaffordable_study_is_refused_before_ray(selection, capsys, tmp_path
                                                      ray_connections) -> None:
     storage = tmp_path / "studies"
     with pytest.raises(SystemExit) as exit_info:
-        run_cli(main, ["dpaf", "--epsilon", "0.001", "--trials", "50", "--selection", selection,
+        run_cli(main, ["dpaf", "--epsilon", "0.001", "--trials", "50", "--strategy", selection,
                        "--storage", str(storage), "--no-eval"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err

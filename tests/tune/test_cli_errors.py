@@ -14,8 +14,8 @@ from raydp_synth.tune.__main__ import main
     # 1/|D| = 1/1797 < 6e-4 < 1/n: the whole sensitive dataset, not the training split.
     (["dpaf", "--delta", "0.0006"], "the |D|=1797 records of the sensitive dataset"),
     (["dpaf", "--trials", "0"], "--trials"),
-    (["dpaf", "--selection", "random-stopping", "--sampler", "tpe"], "--selection compose"),
-    (["dpaf", "--selection", "random-stopping", "--distribution", "zipf"], "zipf"),
+    (["dpaf", "--strategy", "random-stopping", "--sampler", "tpe"], "--strategy compose"),
+    (["dpaf", "--strategy", "random-stopping", "--distribution", "zipf"], "zipf"),
     (["dpaf", "--search-space", "/nonexistent/space.yaml"], "/nonexistent/space.yaml"),
     (["dpaf", "--name", "x", "--resume"], "--resume"),
     (["dpaf", "--score-share", "1"], "budget share 1"),
@@ -29,11 +29,11 @@ from raydp_synth.tune.__main__ import main
     (["dpaf", "--set", "epochs=abc"], "epochs"),
     (["dpaf", "--set", "epochs"], "key=value"),
     (["dpaf", "--default-share", "0.5"], "already runs it first"),
-    (["dpaf", "--selection", "random-stopping", "--default-share", "1.5"], "[0, 1]"),
-    (["dpaf", "--selection", "subsampled", "--default-share", "1"], "selects nothing"),
-    (["dpaf", "--selection", "random-stopping", "--distribution", "geometric",
+    (["dpaf", "--strategy", "random-stopping", "--default-share", "1.5"], "[0, 1]"),
+    (["dpaf", "--strategy", "subsampled", "--default-share", "1"], "selects nothing"),
+    (["dpaf", "--strategy", "random-stopping", "--distribution", "geometric",
       "--sampler", "dp-hypo", "--default-share", "1"], "nothing to adapt"),
-    (["dpwgan", "--epsilon", "1", "--selection", "random-stopping", "--distribution",
+    (["dpwgan", "--epsilon", "1", "--strategy", "random-stopping", "--distribution",
       "geometric", "--sampler", "dp-hypo", "--hypo-c", "1.25", "--trials", "8"],
      "costs epsilon 1.35 at delta 1e-05 before any trial trains"),
 ])
@@ -55,7 +55,7 @@ def test_restarts_refuse_a_space_that_leaves_out_a_default(capsys, tmp_path_fact
     space.write_text("method: dpwgan\nparams:\n  n_critic: {type: int, low: 2, high: 3}\n"
                      "  lr_d: {type: float, low: 3.0e-4, high: 3.0e-3, log: true}\n")
     storage = tmp_path_factory.mktemp("storage")
-    argv = ["dpwgan", "--selection", "random-stopping", "--sampler", "random",
+    argv = ["dpwgan", "--strategy", "random-stopping", "--sampler", "random",
             "--default-share", "1", "--search-space", str(space), "--storage", str(storage)]
     with pytest.raises(SystemExit) as exit_info:
         run_cli(main, argv)

@@ -24,12 +24,12 @@ def test_the_last_trial_of_an_eight_trial_compose_study_fits_and_uses_the_budget
     data = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
     config = dpaf.make_config({"epochs": 2, "classifier_epochs": 0.5, "batch_size": 512,
                                "base_width": 4, "mu": 1}, data)
-    first = trial_plan(dpaf, config, data, selection="compose", epsilon=10.0, delta=DELTA,
+    first = trial_plan(dpaf, config, data, role="compose", epsilon=10.0, delta=DELTA,
                        trials=8, score_share=0.1)
     # Trials 2-7 of the same config plan as the first (each meets the budget with
     # the copies still to come); the eighth composes with seven grants.
     granted = [first.event()] * 7
-    last = trial_plan(dpaf, config, data, selection="compose", epsilon=10.0, delta=DELTA,
+    last = trial_plan(dpaf, config, data, role="compose", epsilon=10.0, delta=DELTA,
                       trials=8, score_share=0.1, granted=granted)
     total = stated_epsilon(dpa.ComposedDpEvent([*granted, last.event()]), delta=DELTA)
     assert 10.0 * 0.99 <= total <= 10.0

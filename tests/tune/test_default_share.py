@@ -30,8 +30,8 @@ DIGITS = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
 DPAF = get_method("dpaf")
 
 
-def _request(share: float, selection: str = "random-stopping", **kw: Any) -> StudyRequest:
-    return StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection=selection,
+def _request(share: float, strategy: str = "random-stopping", **kw: Any) -> StudyRequest:
+    return StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, strategy=strategy,
                         sampler="random", default_share=share, **kw)
 
 
@@ -122,15 +122,15 @@ def test_unset_the_share_is_half_where_it_applies(selection, sampler, share) -> 
     from raydp_synth.tune.study import DEFAULT_SHARE
 
     assert DEFAULT_SHARE == 0.5
-    request = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection=selection,
+    request = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, strategy=selection,
                            sampler=sampler)
     assert request.default_share == share
     geometric = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, sampler="dp-hypo",
-                             selection="random-stopping", distribution="geometric")
+                             strategy="random-stopping", distribution="geometric")
     assert geometric.default_share == 0.5  # dp-hypo's prior gets the atom too
     tpe = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, sampler="tpe")
     assert tpe.default_share == 0.0  # compose runs the default first
-    args = build_parser().parse_args(["dpaf", "--selection", "random-stopping"])
+    args = build_parser().parse_args(["dpaf", "--strategy", "random-stopping"])
     assert args.default_share is None  # the request decides
 
 
@@ -164,9 +164,9 @@ def test_share_zero_is_the_plain_random_sampler() -> None:
 @pytest.mark.parametrize(("kw", "needle"), [
     ({"share": 1.01}, "must be in [0, 1]"),
     ({"share": -0.1}, "must be in [0, 1]"),
-    ({"share": 0.5, "selection": "compose"}, "already runs it first"),
-    ({"share": 1.0, "selection": "compose"}, "already runs it first"),
-    ({"share": 1.0, "selection": "subsampled"}, "selects nothing"),
+    ({"share": 0.5, "strategy": "compose"}, "already runs it first"),
+    ({"share": 1.0, "strategy": "compose"}, "already runs it first"),
+    ({"share": 1.0, "strategy": "subsampled"}, "selects nothing"),
 ])
 def test_bad_requests_are_refused(kw: dict[str, Any], needle: str) -> None:
     with pytest.raises(ConfigError) as error:
@@ -175,7 +175,7 @@ def test_bad_requests_are_refused(kw: dict[str, Any], needle: str) -> None:
 
 
 def _dp_hypo_request(share: float, hypo_c: float) -> StudyRequest:
-    return StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",
+    return StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, strategy="random-stopping",
                         distribution="geometric", sampler="dp-hypo", hypo_c=hypo_c,
                         default_share=share)
 
@@ -221,7 +221,7 @@ def test_dp_hypo_keeps_the_default_within_c_of_its_share() -> None:
 
 def test_tpe_has_no_prior_to_anchor() -> None:
     with pytest.raises(ConfigError, match="use --sampler random or dp-hypo"):
-        StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",
+        StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, strategy="random-stopping",
                      sampler="tpe", default_share=0.5)
 
 
@@ -251,7 +251,7 @@ def test_a_random_stopping_resume_draws_its_trials_as_the_study_did(tmp_path) ->
         _check_study_dir(_request(0.5, resume=True), study_dir)  # restarts to a mixture
     assert "\n" not in str(error.value)
     dp_hypo = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, resume=True,
-                           selection="random-stopping", distribution="geometric",
+                           strategy="random-stopping", distribution="geometric",
                            sampler="dp-hypo")
     with pytest.raises(ConfigError, match="--sampler random, not dp-hypo"):
         _check_study_dir(dp_hypo, study_dir)

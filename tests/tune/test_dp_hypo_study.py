@@ -23,7 +23,7 @@ def test_dp_hypo_study_is_priced_by_dp_hypo(ray_local, tmp_path) -> None:
     its budget split, so that the one trial can run and the study releases)."""
     space = tiny_without_split(tmp_path)
     run_study(StudyRequest(
-        method="dpaf", epsilon=5.0, delta=1e-5, trials=1, selection="random-stopping",
+        method="dpaf", epsilon=5.0, delta=1e-5, trials=1, strategy="random-stopping",
         distribution="geometric", sampler="dp-hypo", hypo_c=2.0, search_space=space,
         storage=tmp_path, name="e2e-hypo", evaluate=False,
     ))

@@ -89,8 +89,6 @@ def _settings_of_study(monkeypatch, tmp_path: Path, argv: list[str], cluster_gpu
     and the trial's tune.with_resources (Ray's calls replaced; nothing trains)."""
     import ray
 
-    import raydp_synth.runtime.ray_session as ray_session
-    import raydp_synth.runtime.resources as resources
     import raydp_synth.tune.study as study
     import raydp_synth.tune.tuner as tuner_module
 
@@ -103,10 +101,10 @@ def _settings_of_study(monkeypatch, tmp_path: Path, argv: list[str], cluster_gpu
         raise _Stop
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setattr(ray_session, "ensure_ray", lambda **_: 2.0)
+    monkeypatch.setattr(study, "ensure_ray", lambda **_: 2.0)
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0, "GPU": cluster_gpus})
     monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True}])  # one node: any --storage
-    monkeypatch.setattr(resources, "largest_node_cpus", lambda: 2.0)
+    monkeypatch.setattr(study, "largest_node_cpus", lambda: 2.0)
     monkeypatch.setattr(study, "_start_accountant", lambda request, prepared: None)
     monkeypatch.setattr(tuner_module, "study_tuner", tuner)  # compose's one Tune experiment
     with pytest.raises(_Stop):

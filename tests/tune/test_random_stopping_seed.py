@@ -38,7 +38,7 @@ def _request(selection: str, seed: int = 0, *, sampler: str = "random", **kw: An
     # default_share 0: every trial a random draw (with the default's atom two studies'
     # first trials coincide with probability 1/4; tests/tune/test_default_share.py)
     kw.setdefault("default_share", 0.0 if selection != "compose" else None)
-    return StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection=selection,
+    return StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, strategy=selection,
                         sampler=sampler, seed=seed, **kw)
 
 

@@ -309,7 +309,7 @@ def test_random_stopping_and_resume_run_no_fixed_first_trial() -> None:
     from raydp_synth.tune.study import StudyRequest, first_points
 
     space = load_search_space(None, "dpaf", DIGITS)
-    rs = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, selection="random-stopping",
+    rs = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, strategy="random-stopping",
                       sampler="random")
     resumed = StudyRequest(method="dpaf", epsilon=5.0, delta=1e-5, resume=True)
     default = DPAF.make_config(space.fixed, DIGITS)

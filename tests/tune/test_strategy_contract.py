@@ -25,13 +25,13 @@ from raydp_synth.tune.strategies.registry import (
     STRATEGIES,
     get_strategy,
     requested_strategy,
-    selection_names,
+    strategy_names,
 )
 from raydp_synth.tune.strategies.roles import TRIAL_ROLES, TrialRole
 from raydp_synth.tune.study import SAMPLERS, StudyRequest
 
 #: The value that chooses a strategy, by the request field it is chosen by.
-CHOOSING_VALUE = {"selection": lambda s: s.name, "tune_on_public": lambda s: "folder:/public/x"}
+CHOOSING_VALUE = {"strategy": lambda s: s.name, "tune_on_public": lambda s: "folder:/public/x"}
 
 
 def choosing(strategy: SearchStrategy) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def check_validation(strategy: SearchStrategy, tmp_path: Path) -> None:
     """Its default request is valid and runs it; a sampler it cannot run, and a
     resume where it is not resumable, are each one line."""
     request = request_for(strategy, tmp_path)
-    assert request.strategy is strategy
+    assert request.search_strategy is strategy
     for sampler in sorted(set(SAMPLERS) - set(strategy.samplers)):
         with pytest.raises(ConfigError) as err:
             request_for(strategy, tmp_path, sampler=sampler)
@@ -91,21 +91,21 @@ def check_accountant_settings(strategy: SearchStrategy, tmp_path: Path) -> Accou
 
 
 def check_cli_round_trip(strategy: SearchStrategy, tmp_path: Path) -> None:
-    """The CLI chooses it: by ``--selection NAME`` (one of the parser's choices), or by
+    """The CLI chooses it: by ``--strategy NAME`` (one of the parser's choices), or by
     the option that selects it."""
     from raydp_synth.tune.__main__ import build_parser, study_request
 
     parser = build_parser()
     flag = "--" + strategy.selects.replace("_", "-")
-    if strategy.selects == "selection":
-        choices = next(a.choices for a in parser._actions if a.dest == "selection")
-        assert strategy.name in choices and strategy.name in selection_names()
+    if strategy.selects == "strategy":
+        choices = next(a.choices for a in parser._actions if a.dest == "strategy")
+        assert strategy.name in choices and strategy.name in strategy_names()
         assert get_strategy(strategy.name) is strategy
     args = parser.parse_args(["dpaf", flag, CHOOSING_VALUE[strategy.selects](strategy),
                               "--storage", str(tmp_path)])
     request = study_request(args)
-    assert request.strategy is strategy and requested_strategy(request) is strategy
-    assert request.sampler == strategy.default_sampler or strategy.selects != "selection"
+    assert request.search_strategy is strategy and requested_strategy(request) is strategy
+    assert request.sampler == strategy.default_sampler or strategy.selects != "strategy"
 
 
 ALL = pytest.mark.parametrize("strategy", list(STRATEGIES.values()), ids=list(STRATEGIES))
@@ -141,7 +141,7 @@ def test_an_unknown_strategy_names_the_choices() -> None:
     with pytest.raises(ConfigError, match="must be one of compose, random-stopping, subsampled"):
         get_strategy("grid")
     with pytest.raises(ConfigError, match="must be one of"):
-        get_strategy("public-then-private")  # chosen by --tune-on-public, not --selection
+        get_strategy("public-then-private")  # chosen by --tune-on-public, not --strategy
 
 
 def test_the_accountant_settings_are_todays(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "raydp_synth"
 #: Where a strategy's name may be compared (paths relative to the package root).
 ALLOWED = (
     "tune/strategies/",  # the strategies and their tables
-    "tune/__main__.py",  # the CLI: --selection's choices
+    "tune/__main__.py",  # the CLI: --strategy's choices
     "accountant/",  # the pricing table's own modes: accountant/strategies/registry.py
 )
 

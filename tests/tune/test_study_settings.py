@@ -20,9 +20,9 @@ DIGITS = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
 
 
 def _settings(tmp_path: Path, **changes: Any) -> StudySettings:
-    """The settings of a tiny study; ``selection=NAME`` sets the trial role of that name."""
-    if "selection" in changes:
-        changes["role"] = trial_role(changes.pop("selection"))
+    """The settings of a tiny study; ``role=NAME`` sets the trial role of that name."""
+    if isinstance(changes.get("role"), str):
+        changes["role"] = trial_role(changes["role"])
     values: dict[str, Any] = dict(
         study_name="s", study_dir=tmp_path / "s", method="dpaf", data=DIGITS,
         dataset="digits", public=None, seed=0, epsilon=5.0, delta=1e-5,
@@ -41,7 +41,7 @@ def _reference_event() -> Any:
 
 
 def test_settings_are_frozen_and_travel_to_trials_unchanged(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, selection="random-stopping", reference_event=_reference_event())
+    settings = _settings(tmp_path, role="random-stopping", reference_event=_reference_event())
     assert pickle.loads(pickle.dumps(settings)) == settings  # what tune.with_parameters ships
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.epsilon = 10.0  # type: ignore[misc]
@@ -52,7 +52,7 @@ def test_settings_are_frozen_and_travel_to_trials_unchanged(tmp_path: Path) -> N
 def test_a_reference_event_comes_exactly_with_random_stopping(
         tmp_path: Path, selection: str, with_reference: bool) -> None:
     with pytest.raises(ValueError, match="reference event"):
-        _settings(tmp_path, selection=selection,
+        _settings(tmp_path, role=selection,
                   reference_event=_reference_event() if with_reference else None)
 
 
@@ -82,7 +82,7 @@ def test_a_trial_reuses_the_drivers_plan_only_for_the_same_inputs(tmp_path: Path
     tiny = {"epochs": 2, "classifier_epochs": 0.5, "batch_size": 512, "base_width": 4}
     config = dpaf.make_config(tiny, DIGITS)
     study = _settings(tmp_path)
-    fresh = trial_plan(dpaf, config, DIGITS, selection="compose", epsilon=5.0, delta=1e-5,
+    fresh = trial_plan(dpaf, config, DIGITS, role="compose", epsilon=5.0, delta=1e-5,
                        trials=3, score_share=0.2)
     planned = PlannedTrial(inputs=study.plan_inputs(), config=config, granted=(), plan=fresh)
     study = dataclasses.replace(study, planned=planned)
@@ -99,7 +99,7 @@ def test_a_trial_reuses_the_drivers_plan_only_for_the_same_inputs(tmp_path: Path
 
 
 def test_a_trial_seeds_its_configuration_with_the_study_seed(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, seed=7, selection="random-stopping",
+    settings = _settings(tmp_path, seed=7, role="random-stopping",
                          reference_event=_reference_event())
     assert {settings.trial_seed() for _ in range(5)} == {7}
 
@@ -107,7 +107,7 @@ def test_a_trial_seeds_its_configuration_with_the_study_seed(tmp_path: Path) -> 
 def test_each_restart_draws_its_own_seed(tmp_path: Path) -> None:
     """``--default-share 1``: every call (one per trial) a fresh draw in [0, 2**31),
     not the study's seed; 64 draws collide with probability about 1e-6."""
-    settings = _settings(tmp_path, seed=7, selection="random-stopping",
+    settings = _settings(tmp_path, seed=7, role="random-stopping",
                          reference_event=_reference_event(), restarts=True)
     seeds = [settings.trial_seed() for _ in range(64)]
     assert len(set(seeds)) == 64 and all(0 <= s < 2**31 for s in seeds)
@@ -132,7 +132,7 @@ def test_a_draw_with_no_dominated_plan_is_refused_with_its_reason(tmp_path: Path
                                target_epsilon=1.0, delta=1e-5, mean_trials=8.0,
                                shape=math.inf, score_share=0.2).event()
     study = _settings(tmp_path, method="dpwgan", epsilon=1.0, trials=8,
-                      selection="random-stopping", reference_event=reference,
+                      role="random-stopping", reference_event=reference,
                       space=load_search_space(None, "dpwgan", DIGITS))
     wide = dpwgan.make_config({"batch_size": 128, "epochs": 20}, DIGITS)
     plan, reason = plan_or_refusal(study, dpwgan, wide, [])

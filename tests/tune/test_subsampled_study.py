@@ -1,4 +1,4 @@
-"""``--selection subsampled`` end to end, and its pieces: the secret Poisson subset,
+"""``--strategy subsampled`` end to end, and its pieces: the secret Poisson subset,
 the request's refusals, what a tuning trial reads, the final config."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def test_subsampled_study_tunes_on_the_subset_then_releases_the_final_run(
 
     q = 0.5
     run_study(StudyRequest(
-        method="dpaf", epsilon=6.0, delta=1e-5, trials=1, selection="subsampled",
+        method="dpaf", epsilon=6.0, delta=1e-5, trials=1, strategy="subsampled",
         distribution="geometric", sampler="random", search_space=TINY, storage=tmp_path,
         name="e2e-sub", evaluate=False, tune_fraction=q, tune_share=0.3, synthetic_samples=20,
         default_share=0.5,  # the anchored prior's sampler, through Tune (pickled, restored)
@@ -161,10 +161,10 @@ def test_trial_configs_are_scaled_to_the_subset_and_the_final_config_back(tmp_pa
     final = full_config(config_to_dict(trial), 0.25)
     assert final["batch_size"] == 512 and final["epochs"] == 2
     space = load_search_space(TINY, "dpaf", data)
-    study = _settings(tmp_path, space=space, data=data, selection="subsampled", tune_fraction=0.25,
+    study = _settings(tmp_path, space=space, data=data, role="subsampled", tune_fraction=0.25,
                       tuning_rdp=(0.1,) * 3)
     fixed = subsampled_final_settings(study, final)
-    assert fixed.selection == "subsampled-final" and not fixed.space.params
+    assert fixed.role_name == "subsampled-final" and not fixed.space.params
     assert fixed.space.settings_from_trial_config({})["batch_size"] == 512
 
 
@@ -184,13 +184,13 @@ def test_subsampled_refusals_are_one_line_before_anything_is_written(
     from raydp_synth.tune.__main__ import main
 
     with pytest.raises(SystemExit) as exit_info:
-        run_cli(main, ["dpaf", "--selection", "subsampled", *argv, "--storage", str(tmp_path)])
+        run_cli(main, ["dpaf", "--strategy", "subsampled", *argv, "--storage", str(tmp_path)])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and needle in err
     assert not any(tmp_path.iterdir())
     with pytest.raises(ConfigError):
-        StudyRequest(method="dpaf", epsilon=1.0, delta=1e-5, selection="subsampled",
+        StudyRequest(method="dpaf", epsilon=1.0, delta=1e-5, strategy="subsampled",
                      sampler="random", tune_fraction=math.nan)
 
 
@@ -291,7 +291,7 @@ def test_a_tuning_score_too_noisy_to_rank_trials_is_said_before_anything_is_spen
     from raydp_synth.tune.study import _with_absolute_paths
 
     request = _with_absolute_paths(StudyRequest(
-        method="dpaf", epsilon=10.0, delta=1e-5, selection="subsampled", sampler="random",
+        method="dpaf", epsilon=10.0, delta=1e-5, strategy="subsampled", sampler="random",
         tune_fraction=fraction, storage=tmp_path, name="s"))
     with caplog.at_level(logging.INFO, logger="raydp_synth"):
         prepared = prepare(request)

@@ -23,8 +23,8 @@ PUBLIC = DataInfo(num_records=600, image_size=16, channels=1, num_classes=10)
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
-    (["--tune-on-public", "folder:/x", "--selection", "random-stopping", "--sampler", "random"],
-     "--selection random-stopping prices a private search and does not apply"),
+    (["--tune-on-public", "folder:/x", "--strategy", "random-stopping", "--sampler", "random"],
+     "--strategy random-stopping prices a private search and does not apply"),
     (["--tune-on-public", "folder:/x", "--name", "x", "--resume"], "cannot --resume"),
     (["--tune-on-public", "folder:/x:fraction=0.5"], "not a fraction"),
     (["--tune-on-public", "digits"], "names the sensitive training dataset"),
@@ -45,8 +45,8 @@ def test_a_bad_tune_on_public_is_one_clear_line_before_ray(argv, needle, capsys,
 
 
 def _settings(tmp_path: Path, **changes: Any) -> StudySettings:
-    if "selection" in changes:  # the trial role of that name
-        changes["role"] = trial_role(changes.pop("selection"))
+    if isinstance(changes.get("role"), str):  # the trial role of that name
+        changes["role"] = trial_role(changes["role"])
     values: dict[str, Any] = dict(
         study_name="s", study_dir=tmp_path / "s", method="dpaf", data=DIGITS,
         dataset="parquet:/secret/digits.parquet:classes=10", public=None, seed=0, epsilon=5.0,
@@ -64,15 +64,15 @@ def test_the_search_settings_hold_no_spec_of_the_sensitive_data(tmp_path: Path) 
     search = PublicSearch(dataset="folder:/public/digits", data=PUBLIC,
                           space=load_search_space(TINY, "dpaf", PUBLIC), default=None)
     settings = public_search_settings(_settings(tmp_path), search)
-    assert settings.selection == PUBLIC_SEARCH and settings.score_share == 0
+    assert settings.role_name == PUBLIC_SEARCH and settings.score_share == 0
     assert settings.dataset == "folder:/public/digits" and settings.data == PUBLIC
     # No field names the sensitive data: a search trial has nothing of it to load.
     assert not any("/secret/" in str(getattr(settings, f.name)) for f in fields(settings))
 
 
 def test_the_final_run_takes_the_budget_left(tmp_path: Path) -> None:
-    final = final_run_settings(_settings(tmp_path, selection=PUBLIC_SEARCH), granted_before=0)
-    assert final.selection == "compose" and final.trials == 1
+    final = final_run_settings(_settings(tmp_path, role=PUBLIC_SEARCH), granted_before=0)
+    assert final.role_name == "compose" and final.trials == 1
     assert final_run_settings(_settings(tmp_path), granted_before=4).trials == 5
 
 

@@ -140,7 +140,7 @@ class PricingStrategy(ABC):
             raise ConfigError(
                 "a density-ratio bound c > 1 (dp-hypo) is priced under random stopping only")
         if settings.tune_fraction is not None:
-            raise ConfigError("a tuning fraction is priced under --selection subsampled only")
+            raise ConfigError("a tuning fraction is priced under --strategy subsampled only")
         return {}
 
     @classmethod

@@ -75,7 +75,7 @@ class RandomStoppingPricing(PricingStrategy):
     @classmethod
     def _check_options(cls, settings: StudySettings) -> None:
         if settings.tune_fraction is not None:
-            raise ConfigError("a tuning fraction is priced under --selection subsampled only")
+            raise ConfigError("a tuning fraction is priced under --strategy subsampled only")
 
     @classmethod
     def _check_affordable(cls, settings: StudySettings, cost: float) -> None:

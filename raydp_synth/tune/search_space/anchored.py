@@ -1,6 +1,6 @@
 """A non-adaptive prior with an atom on the method's default configuration.
 
-``--default-share P`` under ``--selection random-stopping`` or ``subsampled``: each
+``--default-share P`` under ``--strategy random-stopping`` or ``subsampled``: each
 trial, independently, is the method's default configuration (the values of it that
 the search space holds) with probability P, and a draw of Optuna's RandomSampler
 from the whole space otherwise.

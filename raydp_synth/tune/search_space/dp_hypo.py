@@ -54,6 +54,13 @@ from optuna.distributions import (
 from optuna.trial import FrozenTrial, TrialState
 
 from raydp_synth.errors import ConfigError, PrivacyInvariantError
+from raydp_synth.privacy.adaptive_tuning import validate_density_ratio
+from raydp_synth.tune.search_space.anchored import (
+    DP_HYPO_RESTARTS,
+    check_default_point,
+    default_value,
+    validate_default_share,
+)
 
 __all__ = [
     "DPHyPOSampler",
@@ -181,14 +188,6 @@ class DPHyPOSampler(optuna.samplers.BaseSampler):
         default_point: Mapping[str, Any] | None = None,
         default_share: float = 0.0,
     ) -> None:
-        from raydp_synth.privacy.adaptive_tuning import validate_density_ratio
-        from raydp_synth.tune.search_space.anchored import (
-            DP_HYPO_RESTARTS,
-            check_default_point,
-            default_value,
-            validate_default_share,
-        )
-
         self.density_ratio = validate_density_ratio(density_ratio)
         if not distributions:
             raise ConfigError("the dp-hypo sampler needs a search space with sampled params")

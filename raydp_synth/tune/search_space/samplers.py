@@ -8,6 +8,8 @@ from typing import Any, cast
 import optuna
 
 from raydp_synth.errors import ConfigError
+from raydp_synth.tune.search_space.anchored import DefaultAnchoredSampler
+from raydp_synth.tune.search_space.dp_hypo import DPHyPOSampler
 
 __all__ = ["SAMPLER_KINDS", "is_adaptive", "make_sampler"]
 
@@ -60,13 +62,9 @@ def make_sampler(
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup_trials)
     if kind == "random":
         if default_share > 0:
-            from raydp_synth.tune.search_space.anchored import DefaultAnchoredSampler
-
             return DefaultAnchoredSampler(default_point or {}, default_share, seed)
         return optuna.samplers.RandomSampler(seed=seed)
     if kind == "dp-hypo":
-        from raydp_synth.tune.search_space.dp_hypo import DPHyPOSampler
-
         if distributions is None:
             raise ConfigError("the dp-hypo sampler needs the search space's distributions")
         return DPHyPOSampler(distributions, density_ratio=density_ratio, seed=seed,

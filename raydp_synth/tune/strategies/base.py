@@ -56,7 +56,7 @@ class StudyOptions(Protocol):
     @property
     def trials(self) -> int: ...
     @property
-    def selection(self) -> str: ...
+    def strategy(self) -> str: ...
     @property
     def distribution(self) -> str: ...
     @property
@@ -106,7 +106,7 @@ class StudyOptions(Protocol):
     @property
     def failures_are_runs(self) -> bool: ...
     @property
-    def strategy(self) -> SearchStrategy: ...
+    def search_strategy(self) -> SearchStrategy: ...
     def gpus_per_worker(self) -> float: ...
 
 
@@ -143,13 +143,13 @@ class SearchStrategy(ABC):
       sampler, memory or Ray's object store: never in the settings, logs or files.
 
     Attributes:
-        name: the strategy's name (the table's key; ``--selection NAME`` where
-            :attr:`selects` is ``"selection"``).
+        name: the strategy's name (the table's key; ``--strategy NAME`` where
+            :attr:`selects` is ``"strategy"``).
         pricing: the accountant's pricing mode (its table's key, the ledger's mode).
         role: the trial role of the study's own settings.
         samplers: the samplers it may run (the first is not implied a default).
         default_sampler: the CLI's sampler when ``--sampler`` is not given.
-        selects: the request field that chooses it: ``"selection"`` (its value is
+        selects: the request field that chooses it: ``"strategy"`` (its value is
             :attr:`name`) or ``"tune_on_public"`` (a dataset declared public).
         resumable: ``--resume`` may continue its studies.
         uses_reference: its accountant prices against a reference plan E_ref.
@@ -170,7 +170,7 @@ class SearchStrategy(ABC):
     role: ClassVar[TrialRole]
     samplers: ClassVar[tuple[str, ...]]
     default_sampler: ClassVar[str]
-    selects: ClassVar[str] = "selection"
+    selects: ClassVar[str] = "strategy"
     resumable: ClassVar[bool] = False
     uses_reference: ClassVar[bool] = False
     takes_default_share: ClassVar[bool] = False
@@ -196,12 +196,12 @@ class SearchStrategy(ABC):
         if request.sampler not in self.samplers:
             raise ConfigError(self.sampler_refusal(request.sampler))
         if request.resume and not self.resumable:
-            raise ConfigError(f"--selection {self.name} cannot --resume; start a new study "
+            raise ConfigError(f"--strategy {self.name} cannot --resume; start a new study "
                               "with another --name (the unfinished study's grants stay spent)")
 
     def sampler_refusal(self, sampler: str) -> str:
         """Why ``sampler`` cannot run under this strategy, with the fix."""
-        return (f"--selection {self.name} runs --sampler {' or '.join(self.samplers)}, "
+        return (f"--strategy {self.name} runs --sampler {' or '.join(self.samplers)}, "
                 f"not {sampler}")
 
     def restarts_refusal(self) -> str | None:
@@ -264,7 +264,7 @@ class SearchStrategy(ABC):
         """The study's first log line."""
         return (f"study {prepared.name}: {prepared.method.name} on {request.dataset}, "
                 f"epsilon={request.epsilon:g} delta={request.delta:g} for the whole search "
-                f"({request.selection}, {self.trials_are} {request.trials} "
+                f"({request.strategy}, {self.trials_are} {request.trials} "
                 f"{'restarts of the default config' if request.restarts else 'trials'})")
 
     def num_samples(self, request: StudyOptions, accountant: Any) -> int:

@@ -1,4 +1,4 @@
-"""``--selection compose``: at most N trials, the study's total the composition of
+"""``--strategy compose``: at most N trials, the study's total the composition of
 every granted plan (docs/budget-pricing.md, section 6).
 
 Adaptive composition covers trials chosen in any way, so every sampler may run
@@ -29,7 +29,7 @@ __all__ = ["DP_HYPO_NEEDS_RANDOM_STOPPING", "Compose"]
 #: ``--sampler dp-hypo`` outside random stopping.
 DP_HYPO_NEEDS_RANDOM_STOPPING = (
     "--sampler dp-hypo is priced by DP-HyPO's random-stopping bound: "
-    "add --selection random-stopping (and --distribution geometric)")
+    "add --strategy random-stopping (and --distribution geometric)")
 
 
 class Compose(SearchStrategy):

@@ -53,11 +53,11 @@ class PublicThenPrivate(SearchStrategy):
     release_scope = "the final run"
 
     def check_request(self, request: StudyOptions) -> None:
-        """Its private side is one compose run: no other ``--selection``, no resume;
+        """Its private side is one compose run: no other ``--strategy``, no resume;
         DATASET parses, is whole and is not the sensitive data."""
-        if request.selection != Compose.name:
+        if request.strategy != Compose.name:
             raise ConfigError(f"--tune-on-public searches at no privacy cost and releases one "
-                              f"private run; --selection {request.selection} prices a private "
+                              f"private run; --strategy {request.strategy} prices a private "
                               "search and does not apply: drop it")
         assert request.tune_on_public is not None  # what selects this strategy
         check_tune_on_public(request.tune_on_public, dataset=request.dataset,
@@ -95,7 +95,8 @@ class PublicThenPrivate(SearchStrategy):
             extra = search_then_final_run(
                 request, settings, search, accountant, driver_cpus=TRIAL_DRIVER_CPUS,
                 searcher=optuna_search(request, search.space, search.default, storage=storage,
-                                       study_name=new_study_name(storage, PUBLIC_EXPERIMENT)))
+                                       study_name=new_study_name(storage, PUBLIC_EXPERIMENT,
+                                                                 study=prepared.name)))
             return extra, extra.pop("result_grid", None)
 
         return run

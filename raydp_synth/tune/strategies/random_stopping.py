@@ -1,4 +1,4 @@
-"""``--selection random-stopping``: the best of a secret random number K of i.i.d.
+"""``--strategy random-stopping``: the best of a secret random number K of i.i.d.
 trials (Papernot & Steinke 2022, "Hyperparameter Tuning with Renyi Differential
 Privacy"; with ``--sampler dp-hypo``, DP-HyPO's bound for proposals within a density
 ratio c of a fixed prior).
@@ -58,9 +58,9 @@ class RandomStopping(SearchStrategy):
     releases_after_all_draws = True
 
     def sampler_refusal(self, sampler: str) -> str:
-        return (f"--selection random-stopping needs i.i.d. trials, but --sampler {sampler} "
+        return (f"--strategy random-stopping needs i.i.d. trials, but --sampler {sampler} "
                 "adapts to earlier scores without a bound; use --sampler random or dp-hypo, or "
-                "--selection compose (valid for every sampler)")
+                "--strategy compose (valid for every sampler)")
 
     def check_resumed(self, request: StudyOptions, study_dir: Path) -> None:
         """A resumed random-stopping study draws its remaining trials as it drew the

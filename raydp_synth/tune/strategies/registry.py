@@ -15,10 +15,9 @@ from raydp_synth.tune.strategies.public_then_private import PublicThenPrivate
 from raydp_synth.tune.strategies.random_stopping import RandomStopping
 from raydp_synth.tune.strategies.subsampled import Subsampled
 
-__all__ = ["STRATEGIES", "get_strategy", "requested_strategy", "selection_names",
-           "strategy_names"]
+__all__ = ["STRATEGIES", "get_strategy", "requested_strategy", "strategy_names"]
 
-#: Every search strategy, by name (``--selection NAME``, or the flag its ``selects``
+#: Every search strategy, by name (``--strategy NAME``, or the flag its ``selects``
 #: names).
 STRATEGIES: dict[str, SearchStrategy] = {
     "compose": Compose(),
@@ -28,34 +27,29 @@ STRATEGIES: dict[str, SearchStrategy] = {
 }
 
 
-def strategy_names() -> list[str]:
-    """Every strategy's name, in table order."""
-    return list(STRATEGIES)
-
-
-def selection_names() -> tuple[str, ...]:
-    """The strategies ``--selection`` chooses (the CLI's choices), in table order."""
+def strategy_names() -> tuple[str, ...]:
+    """The strategies ``--strategy`` chooses (the CLI's choices), in table order."""
     return tuple(name for name, strategy in STRATEGIES.items()
-                 if strategy.selects == "selection")
+                 if strategy.selects == "strategy")
 
 
 def get_strategy(name: str) -> SearchStrategy:
-    """The strategy called ``name`` that ``--selection`` chooses.
+    """The strategy called ``name`` that ``--strategy`` chooses.
 
     Raises:
         ConfigError: no such strategy (the message lists the choices).
     """
     strategy = STRATEGIES.get(name) if isinstance(name, str) else None
-    if strategy is None or strategy.selects != "selection":
-        raise ConfigError(f"--selection {name!r} must be one of {', '.join(selection_names())}")
+    if strategy is None or strategy.selects != "strategy":
+        raise ConfigError(f"--strategy {name!r} must be one of {', '.join(strategy_names())}")
     return strategy
 
 
 def requested_strategy(request: StudyOptions) -> SearchStrategy:
     """The strategy a request runs: the one that a set option other than
-    ``--selection`` selects (``--tune-on-public``), else its ``--selection``'s."""
+    ``--strategy`` selects (``--tune-on-public``), else its ``--strategy``'s."""
     for strategy in STRATEGIES.values():
-        if strategy.selects != "selection" and getattr(request, strategy.selects) is not None:
+        if strategy.selects != "strategy" and getattr(request, strategy.selects) is not None:
             return strategy
-    return get_strategy(request.selection)
+    return get_strategy(request.strategy)
 

@@ -48,12 +48,40 @@ __all__ = ["COMPOSE_TRIAL", "PUBLIC_SEARCH", "PUBLIC_SEARCH_TRIAL", "RANDOM_STOP
 #: they ask no grant, their plans are single runs at the study's budget, and their
 #: score is not a private release.
 PUBLIC_SEARCH = "public-search"
-#: The role of ``--selection subsampled``'s tuning trials: random stopping on the
+#: The role of ``--strategy subsampled``'s tuning trials: random stopping on the
 #: secret tuning subset, plans sized for its public size and dominated by E_ref.
 SUBSAMPLED_SEARCH = "subsampled-search"
 #: The role of its final run: one trial on all the data whose plan is calibrated
 #: against the tuning curve composed with it, granted as the final run.
 SUBSAMPLED_FINAL = "subsampled-final"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialContext:
+    """What a trial's plan depends on besides its config: public quantities and the
+    grants so far, never a sensitive record (:func:`trial_plan` has the meanings).
+
+    Attributes:
+        method: the study's method; data: the public facts of its training split.
+        epsilon, delta: the study's budget; trials: its trial count (N_max, K's mean,
+            or the grants before a final run plus one).
+        score_share: the selection score's share of a trial's budget.
+        granted: compose: the ledger's grants so far, in ledger order.
+        reference_event: E_ref, which a dominated trial's plan is held to.
+        tuning_rdp: subsampled tuning's tuning-phase RDP curve (its final run's).
+        trial_data: a dominated trial's own public facts (subsampled tuning's subset).
+    """
+
+    method: Method
+    data: DataInfo
+    epsilon: float
+    delta: float
+    trials: int
+    score_share: float
+    granted: Sequence[dpa.DpEvent] = ()
+    reference_event: dpa.DpEvent | None = None
+    tuning_rdp: Sequence[float] | None = None
+    trial_data: DataInfo | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +93,7 @@ class TrialRole(ABC):
     deterministic function of public inputs and of the grants so far.
 
     Attributes:
-        name: the role's name (``StudySettings.selection``, the plan inputs of
+        name: the role's name (``StudySettings.role_name``, the plan inputs of
             :class:`~raydp_synth.tune.study_settings.PlannedTrial`, messages).
         held_to_reference: each trial is one of random stopping's K runs, its plan
             dominated by E_ref (a config with no such plan is granted a no-op).
@@ -92,12 +120,8 @@ class TrialRole(ABC):
     may_be_final_run: ClassVar[bool] = False
 
     @abstractmethod
-    def plan(self, method: Method, config: Any, data: DataInfo, *, epsilon: float,
-             delta: float, trials: int, score_share: float,
-             granted: Sequence[dpa.DpEvent] = (), reference_event: dpa.DpEvent | None = None,
-             tuning_rdp: Sequence[float] | None = None,
-             trial_data: DataInfo | None = None) -> PrivacyPlan:
-        """The plan of a trial of ``config`` in this role
+    def plan(self, config: Any, context: TrialContext) -> PrivacyPlan:
+        """The plan of a trial of ``config`` in this role, from ``context``
         (:func:`trial_plan` has the arguments).
 
         Raises:
@@ -116,14 +140,12 @@ class ComposeTrial(TrialRole):
     live_metrics = True
     may_be_final_run = True
 
-    def plan(self, method: Method, config: Any, data: DataInfo, *, epsilon: float,
-             delta: float, trials: int, score_share: float,
-             granted: Sequence[dpa.DpEvent] = (), reference_event: dpa.DpEvent | None = None,
-             tuning_rdp: Sequence[float] | None = None,
-             trial_data: DataInfo | None = None) -> PrivacyPlan:
-        return plan_for_compose(method, config, data, target_epsilon=epsilon, delta=delta,
-                                granted=granted, remaining_trials=trials - len(granted),
-                                score_share=score_share)
+    def plan(self, config: Any, context: TrialContext) -> PrivacyPlan:
+        c = context
+        return plan_for_compose(c.method, config, c.data, target_epsilon=c.epsilon,
+                                delta=c.delta, granted=c.granted,
+                                remaining_trials=c.trials - len(c.granted),
+                                score_share=c.score_share)
 
 
 COMPOSE_TRIAL = ComposeTrial()
@@ -138,16 +160,13 @@ class DominatedTrial(TrialRole):
     name = "random-stopping"
     held_to_reference = True
 
-    def plan(self, method: Method, config: Any, data: DataInfo, *, epsilon: float,
-             delta: float, trials: int, score_share: float,
-             granted: Sequence[dpa.DpEvent] = (), reference_event: dpa.DpEvent | None = None,
-             tuning_rdp: Sequence[float] | None = None,
-             trial_data: DataInfo | None = None) -> PrivacyPlan:
-        if reference_event is None:
+    def plan(self, config: Any, context: TrialContext) -> PrivacyPlan:
+        c = context
+        if c.reference_event is None:
             raise PrivacyInvariantError(f"a {self.name} trial without its reference plan E_ref")
-        return plan_dominated_by(method, config, trial_data or data,
-                                 reference_event=reference_event, delta=delta,
-                                 score_share=score_share)
+        return plan_dominated_by(c.method, config, c.trial_data or c.data,
+                                 reference_event=c.reference_event, delta=c.delta,
+                                 score_share=c.score_share)
 
 
 RANDOM_STOPPING_TRIAL = DominatedTrial()
@@ -161,11 +180,7 @@ class SubsampledStudyRole(TrialRole):
     name = "subsampled"
     tuning_curve = True
 
-    def plan(self, method: Method, config: Any, data: DataInfo, *, epsilon: float,
-             delta: float, trials: int, score_share: float,
-             granted: Sequence[dpa.DpEvent] = (), reference_event: dpa.DpEvent | None = None,
-             tuning_rdp: Sequence[float] | None = None,
-             trial_data: DataInfo | None = None) -> PrivacyPlan:
+    def plan(self, config: Any, context: TrialContext) -> PrivacyPlan:
         raise PrivacyInvariantError("a subsampled study's trials are its tuning trials and "
                                     "its final run, each in its own role")
 
@@ -190,16 +205,13 @@ class SubsampledFinalTrial(TrialRole):
     tuning_curve = True
     may_be_final_run = True
 
-    def plan(self, method: Method, config: Any, data: DataInfo, *, epsilon: float,
-             delta: float, trials: int, score_share: float,
-             granted: Sequence[dpa.DpEvent] = (), reference_event: dpa.DpEvent | None = None,
-             tuning_rdp: Sequence[float] | None = None,
-             trial_data: DataInfo | None = None) -> PrivacyPlan:
-        if tuning_rdp is None:
+    def plan(self, config: Any, context: TrialContext) -> PrivacyPlan:
+        c = context
+        if c.tuning_rdp is None:
             raise PrivacyInvariantError("a subsampled final run without its tuning curve")
-        return plan_for_subsampled_final(method, config, data, tuning_rdp=tuning_rdp,
-                                         target_epsilon=epsilon, delta=delta,
-                                         score_share=score_share)
+        return plan_for_subsampled_final(c.method, config, c.data, tuning_rdp=c.tuning_rdp,
+                                         target_epsilon=c.epsilon, delta=c.delta,
+                                         score_share=c.score_share)
 
 
 SUBSAMPLED_STUDY = SubsampledStudyRole()
@@ -216,12 +228,9 @@ class PublicSearchTrial(TrialRole):
     asks_grant = False
     live_metrics = True
 
-    def plan(self, method: Method, config: Any, data: DataInfo, *, epsilon: float,
-             delta: float, trials: int, score_share: float,
-             granted: Sequence[dpa.DpEvent] = (), reference_event: dpa.DpEvent | None = None,
-             tuning_rdp: Sequence[float] | None = None,
-             trial_data: DataInfo | None = None) -> PrivacyPlan:
-        return plan_for_compose(method, config, data, target_epsilon=epsilon, delta=delta,
+    def plan(self, config: Any, context: TrialContext) -> PrivacyPlan:
+        return plan_for_compose(context.method, config, context.data,
+                                target_epsilon=context.epsilon, delta=context.delta,
                                 granted=[], remaining_trials=1, score_share=0.0)
 
 
@@ -250,7 +259,7 @@ def trial_plan(
     config: Any,
     data: DataInfo,
     *,
-    selection: TrialRole | str,
+    role: TrialRole | str,
     epsilon: float,
     delta: float,
     trials: int,
@@ -260,7 +269,7 @@ def trial_plan(
     tuning_rdp: Sequence[float] | None = None,
     trial_data: DataInfo | None = None,
 ) -> PrivacyPlan:
-    """The plan of a study's next trial of ``config`` in the role ``selection`` (a
+    """The plan of a study's next trial of ``config`` in the role ``role`` (a
     :class:`TrialRole` or its name): what every trial asks the accountant for
     (:func:`raydp_synth.tune.trial.run_trial`), and what the study checks before Ray
     starts (the first trial's,
@@ -268,7 +277,7 @@ def trial_plan(
 
     Args:
         data: the public facts of the study's training split.
-        selection: ``compose`` (``granted`` composed with the ``trials`` not yet
+        role: ``compose`` (``granted`` composed with the ``trials`` not yet
             granted, :func:`~raydp_synth.tune.planning.plan_for_compose`);
             :data:`PUBLIC_SEARCH` (one run at the whole budget, scored on public
             data); :data:`SUBSAMPLED_FINAL` (the final run after the tuning phase
@@ -284,7 +293,8 @@ def trial_plan(
         ConfigError: no plan of ``config`` fits (e.g. a budget too small for its
             steps: "no noise multiplier ... reaches epsilon=...").
     """
-    role = trial_role(selection) if isinstance(selection, str) else selection
-    return role.plan(method, config, data, epsilon=epsilon, delta=delta, trials=trials,
-                     score_share=score_share, granted=granted, reference_event=reference_event,
-                     tuning_rdp=tuning_rdp, trial_data=trial_data)
+    role = trial_role(role) if isinstance(role, str) else role
+    return role.plan(config, TrialContext(
+        method=method, data=data, epsilon=epsilon, delta=delta, trials=trials,
+        score_share=score_share, granted=tuple(granted), reference_event=reference_event,
+        tuning_rdp=tuning_rdp, trial_data=trial_data))

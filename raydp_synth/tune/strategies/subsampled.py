@@ -1,4 +1,4 @@
-"""``--selection subsampled``: random stopping on a secret Poisson subset, then one
+"""``--strategy subsampled``: random stopping on a secret Poisson subset, then one
 final run on all the data (Koskela & Kulkarni 2023, "Practical Differentially
 Private Hyperparameter Tuning with Subsampling", variant 1; the phases are
 :mod:`raydp_synth.tune.subsampled_search`'s, docs/budget-pricing.md section 9).
@@ -47,10 +47,10 @@ _LOG = logging.getLogger(__name__)
 
 __all__ = ["SUBSAMPLED_RESTARTS", "Subsampled", "subsampled_plans"]
 
-#: ``--default-share 1`` under ``--selection subsampled``: nothing to select.
-SUBSAMPLED_RESTARTS = ("--default-share 1 under --selection subsampled selects nothing: "
+#: ``--default-share 1`` under ``--strategy subsampled``: nothing to select.
+SUBSAMPLED_RESTARTS = ("--default-share 1 under --strategy subsampled selects nothing: "
                        "every tuning trial and the final run would be the default config; "
-                       "use --selection random-stopping --sampler random --default-share 1 "
+                       "use --strategy random-stopping --sampler random --default-share 1 "
                        "(the best of K restarts of the default) or one run "
                        "(python -m raydp_synth.train)")
 
@@ -69,20 +69,20 @@ class Subsampled(SearchStrategy):
     takes_default_share = True
 
     def check_request(self, request: StudyOptions) -> None:
-        """``--selection subsampled``'s own refusals (one line each, with the fix)."""
+        """``--strategy subsampled``'s own refusals (one line each, with the fix)."""
         check_tune_fraction(request.tune_fraction)
         check_tune_share(request.tune_share)
         if request.tune_on_public is not None:
-            raise ConfigError("--selection subsampled tunes on a private subset; "
+            raise ConfigError("--strategy subsampled tunes on a private subset; "
                               "--tune-on-public tunes on public data: choose one")
         if request.resume:
-            raise ConfigError("--selection subsampled cannot --resume (its secret tuning "
+            raise ConfigError("--strategy subsampled cannot --resume (its secret tuning "
                               "subset is not kept); start a new study with another --name "
                               "(the unfinished study's grants stay spent)")
         super().check_request(request)
 
     def sampler_refusal(self, sampler: str) -> str:
-        return (f"--selection subsampled needs i.i.d. tuning trials, but --sampler "
+        return (f"--strategy subsampled needs i.i.d. tuning trials, but --sampler "
                 f"{sampler} adapts (dp-hypo's density-ratio bound is not "
                 "priced with subsampling); use --sampler random")
 
@@ -117,7 +117,7 @@ class Subsampled(SearchStrategy):
 def subsampled_plans(request: StudyOptions, method: Method, data: DataInfo, space: Any,
                      score_share: float, shape: float,
                      num_val: int) -> tuple[PrivacyPlan, tuple[float, ...]]:
-    """``--selection subsampled``'s E_ref (the default config scaled to the subset,
+    """``--strategy subsampled``'s E_ref (the default config scaled to the subset,
     on its public size m, calibrated so the amplified tuning phase costs
     ``tune_share x epsilon``) and the tuning curve; and the check, before Ray starts,
     that the rest of the budget buys the default config's final run (the
@@ -133,7 +133,7 @@ def subsampled_plans(request: StudyOptions, method: Method, data: DataInfo, spac
             mean_trials=float(request.trials), shape=shape, tune_fraction=q,
             score_share=score_share)
     except ConfigError as err:
-        raise ConfigError(f"--selection subsampled: the tuning phase's share "
+        raise ConfigError(f"--strategy subsampled: the tuning phase's share "
                           f"{request.tune_share:g} of epsilon {request.epsilon:g} cannot pay for "
                           f"mean {request.trials} trials on q={q:g} of the data ({err})") from None
     _warn_noisy_tuning_score(request, reference, num_val)
@@ -141,14 +141,14 @@ def subsampled_plans(request: StudyOptions, method: Method, data: DataInfo, spac
                                  tune_fraction=q)
     tuning_epsilon = epsilon_from_rdp(curve, request.delta)
     if not tuning_epsilon < request.epsilon:
-        raise ConfigError(f"--selection subsampled: the tuning phase alone would cost epsilon "
+        raise ConfigError(f"--strategy subsampled: the tuning phase alone would cost epsilon "
                           f"{tuning_epsilon:.4g} of {request.epsilon:g}; lower --tune-share")
     try:
         final = plan_for_subsampled_final(
             method, method.make_config(settings, data), data, tuning_rdp=tuple(curve),
             target_epsilon=request.epsilon, delta=request.delta, score_share=score_share)
     except ConfigError as err:
-        raise ConfigError(f"--selection subsampled: what the tuning phase leaves of epsilon "
+        raise ConfigError(f"--strategy subsampled: what the tuning phase leaves of epsilon "
                           f"{request.epsilon:g} cannot pay for the final run ({err}); lower "
                           "--tune-share or raise --epsilon") from None
     _LOG.info(f"subsampled tuning: tuning phase epsilon {tuning_epsilon:.4f} "
@@ -172,4 +172,4 @@ def _warn_noisy_tuning_score(request: StudyOptions, reference: PrivacyPlan,
             f"subsampled tuning scores each trial on about {divisor} validation "
             f"records with noise std {std:.2f} (a default trial), so two trials whose "
             f"accuracies differ by less than about {2 * std:.2f} are often misranked; raise "
-            "--tune-fraction or --tune-share, or use --selection compose")
+            "--tune-fraction or --tune-share, or use --strategy compose")
