@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import os
 import signal
@@ -149,13 +150,46 @@ def _first_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+#: How long after a swallowed first Ctrl-C its KeyboardInterrupt is raised again.
+_REDELIVERY_DELAY_S = 0.05
+
+
+def _redeliver_swallowed_interrupt(unraisable: Any) -> None:
+    """``sys.unraisablehook``: a first Ctrl-C's KeyboardInterrupt that landed in a
+    weakref callback, a ``__del__`` or a GC callback (where Python prints "Exception
+    ignored" and goes on) is raised again, shortly after, in the main thread.
+
+    A signal handler runs between any two bytecodes of the main thread, also in such
+    a callback; torch's tensors and hooks run them all the time (the evaluation's
+    classifier training), so a first Ctrl-C there was swallowed and the command went
+    on (under a test's SIGINT, it did not exit). The handler is armed again and the
+    interrupt re-sent from a timer thread, so that it is raised outside this hook."""
+    if (isinstance(unraisable.exc_value, KeyboardInterrupt)
+            and signal.getsignal(signal.SIGINT) is _exit_now):
+        signal.signal(signal.SIGINT, _first_interrupt)
+        timer = threading.Timer(_REDELIVERY_DELAY_S, _thread.interrupt_main)
+        timer.daemon = True
+        timer.start()
+        return
+    _previous_unraisablehook(unraisable)
+
+
+_previous_unraisablehook = sys.unraisablehook
+
+
 def _install_interrupt_handlers() -> None:
     """In the main thread, where Python's default SIGINT handler is in place (not
-    where SIGINT is ignored: a job started in the background keeps ignoring it)."""
+    where SIGINT is ignored: a job started in the background of a shell keeps
+    ignoring it, as POSIX shells mean it to; a test that wants a terminal's Ctrl-C
+    starts its command with SIGINT at its default)."""
+    global _previous_unraisablehook
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _first_interrupt)
+        if sys.unraisablehook is not _redeliver_swallowed_interrupt:
+            _previous_unraisablehook = sys.unraisablehook
+            sys.unraisablehook = _redeliver_swallowed_interrupt
 
 
 def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> None:

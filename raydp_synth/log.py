@@ -73,10 +73,12 @@ __all__ = [
     "configure_console",
     "configure_worker_console",
     "current_verbosity",
+    "epoch_line_label",
     "phase_progress",
     "progress",
     "quiet_ray_loggers",
     "ray_log_level",
+    "trial_epoch_lines",
     "tune_verbosity",
     "WorkerLogFilter",
     "is_ray_noise",
@@ -252,10 +254,47 @@ def warnings_env() -> dict[str, str]:
     return {WARNINGS_ENV: QUIET_WARNINGS}
 
 
+#: How a per-epoch line names the epsilon its run has spent so far (the reporter's
+#: ``epsilon_spent`` key): a study's trials say "trial epsilon" (each trial's own,
+#: restarting in each trial; the study's total is on the driver's lines), a run
+#: "run epsilon". Carried to Ray's processes by :func:`worker_env`.
+EPOCH_EPSILON_ENV = "RAYDP_SYNTH_EPOCH_EPSILON"
+#: The per-epoch lines' label of ``epsilon_spent`` outside a study.
+RUN_EPSILON_LABEL = "run epsilon"
+#: The per-epoch lines' label of ``epsilon_spent`` in a study's trials.
+TRIAL_EPSILON_LABEL = "trial epsilon"
+
+
+def epoch_line_label(key: str) -> str:
+    """How a per-epoch line names the reported metric ``key`` (the key reported to
+    Tune is unchanged: only the printed label of ``epsilon_spent`` differs)."""
+    if key == "epsilon_spent":
+        return os.environ.get(EPOCH_EPSILON_ENV) or RUN_EPSILON_LABEL
+    return key
+
+
+@contextmanager
+def trial_epoch_lines() -> Iterator[None]:
+    """Within it, the per-epoch lines of this process and of the Ray processes it
+    starts (:func:`worker_env`, read at ``ray.init``) say "trial epsilon"."""
+    previous = os.environ.get(EPOCH_EPSILON_ENV)
+    os.environ[EPOCH_EPSILON_ENV] = TRIAL_EPSILON_LABEL
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(EPOCH_EPSILON_ENV, None)
+        else:
+            os.environ[EPOCH_EPSILON_ENV] = previous
+
+
 def worker_env() -> dict[str, str]:
     """Environment variables that carry the console settings to Ray's processes."""
-    return {VERBOSITY_ENV: current_verbosity().value,
-            PRINT_PATCH_ENV: os.environ.get(PRINT_PATCH_ENV, "0")}
+    env = {VERBOSITY_ENV: current_verbosity().value,
+           PRINT_PATCH_ENV: os.environ.get(PRINT_PATCH_ENV, "0")}
+    if os.environ.get(EPOCH_EPSILON_ENV):
+        env[EPOCH_EPSILON_ENV] = os.environ[EPOCH_EPSILON_ENV]
+    return env
 
 
 @contextmanager

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from raydp_synth.errors import PrivacyInvariantError
+from raydp_synth.log import epoch_line_label
 from raydp_synth.privacy.pricing import REPORT, STATED
 from raydp_synth.runtime.context import WorkerContext
 
@@ -139,4 +140,4 @@ class EpochReporter:
         save = checkpoint and self._ctx.rank == 0 and (epoch % every == 0 or last)
         self._ctx.report(metrics, self.checkpoint_state() if save else None)
         self._ctx.log(f"[{self._tag}] {clock} epoch {epoch}/{epochs}: " + ", ".join(
-            f"{k}={v:.4g}" for k, v in sorted(metrics.items()) if k != "epoch"))
+            f"{epoch_line_label(k)}={v:.4g}" for k, v in sorted(metrics.items()) if k != "epoch"))

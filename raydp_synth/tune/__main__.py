@@ -23,9 +23,15 @@ from raydp_synth.cli import (
     release_overrides,
     run_cli,
 )
+from raydp_synth.config_file import load_config_file, merge_settings
+from raydp_synth.data.fetch import download_declared
+from raydp_synth.data.public import public_with_data_dir
+from raydp_synth.data.spec import declared_dataset
 from raydp_synth.errors import Interrupted
+from raydp_synth.log import trial_epoch_lines
+from raydp_synth.paths import default_output_folder
 from raydp_synth.runtime.local_cluster import run_with_cluster
-from raydp_synth.tune.strategies.registry import get_strategy, selection_names
+from raydp_synth.tune.strategies.registry import get_strategy, strategy_names
 from raydp_synth.tune.study_settings import DEFAULT_TRIALS, TRIAL_LOOPS
 from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
 
@@ -51,8 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="compose: at most this many trials; random-stopping: their mean "
                         f"(default {DEFAULT_TRIALS}: measured better than 8, each trial gets "
                         "more of the budget; docs/benchmarks.md 4.3)")
-    parser.add_argument("--selection", default="compose", choices=selection_names(),
-                        help="how the search is priced (default compose; see docs/privacy.md). "
+    # --selection: the flag's former name, kept so that older commands run unchanged.
+    parser.add_argument("--strategy", "--selection", dest="strategy", default="compose",
+                        choices=strategy_names(),
+                        help="the search strategy: how the search is priced (default compose; "
+                        "see docs/privacy.md; --selection is its former name). "
                         "subsampled: random stopping on a secret Poisson subset of fraction "
                         "--tune-fraction, then one run on all the data with the extrapolated "
                         "best config (Koskela & Kulkarni 2023; docs/budget-pricing.md section 9)")
@@ -67,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="random-stopping's trial-count law: poisson | geometric | "
                         "logarithmic | tnb:ETA (default poisson)")
     parser.add_argument("--sampler", default=None, choices=("tpe", "random", "dp-hypo"),
-                        help="Optuna sampler (default tpe; random for --selection random-stopping; "
+                        help="Optuna sampler (default tpe; random for --strategy random-stopping; "
                         "dp-hypo: adaptive within --hypo-c of a fixed prior, random-stopping "
                         "with a tnb/geometric/logarithmic --distribution only, DP-HyPO pricing)")
     parser.add_argument("--hypo-c", type=float, default=1.0, metavar="C",
@@ -107,10 +116,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where a trial runs its DP loop: auto (a 1-worker trial in its own "
                         "process, more workers on Ray Train; default) or ray-train (always on "
                         "Ray Train)")
-    parser.add_argument("--storage", type=Path, default=Path("studies"),
-                        help="parent folder of study directories (default ./studies)")
+    parser.add_argument("--storage", type=Path, default=None,
+                        help="parent folder of study directories (default ./studies; under "
+                        "ray job submit ~/raydp_synth_results/studies, and a relative one "
+                        "is refused: the job runs in the cluster's working folder)")
     parser.add_argument("--name", default=None, help="study name (default METHOD-TIME)")
-    parser.add_argument("--resume", action="store_true", help="continue the study --name")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the study --name, with the settings it was started "
+                        "with (a finished study is left as it is)")
+    parser.add_argument("--re-evaluate", action="store_true",
+                        help="with --resume, of a finished study: rerun its evaluation only "
+                        "(no grant, no training, the release untouched)")
     parser.add_argument("--seed", type=int, default=0,
                         help="public seed (split, initialisation; the sampler under compose: "
                         "random stopping's sampler seed is secret, from OS entropy)")
@@ -118,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="search on DATASET, declared public (e.g. folder:DIR), at no "
                         "privacy cost, then train the best config once on --dataset with the "
                         "whole budget; the release's statement covers that run only "
-                        "(--selection compose; no --resume; docs/budget-pricing.md)")
+                        "(--strategy compose; no --resume; docs/budget-pricing.md)")
     add_data_arguments(parser)
     add_release_arguments(parser)
     add_cluster_arguments(parser)
@@ -130,11 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_console_from(args)
+    # lazy: the study loads Ray Tune and the trainer, which parsing and --help never need
     from raydp_synth.tune.study import run_study
 
     request = study_request(args)
     try:
-        run_with_cluster(args.keep_cluster, lambda: run_study(request))
+        with trial_epoch_lines():  # per-epoch lines: "trial epsilon", not the study's
+            run_with_cluster(args.keep_cluster, lambda: run_study(request))
     except Interrupted as err:
         if err.resume_name is None:
             raise
@@ -163,35 +181,35 @@ def study_request(args: argparse.Namespace) -> StudyRequest:
     """The study that this CLI's parsed ``args`` ask for, validated (the request
     refuses, in one line, what cannot run); with ``--download``, the declared
     datasets are fetched first."""
-    from raydp_synth.config_file import load_config_file, merge_settings
-    from raydp_synth.data.fetch import download_declared
-    from raydp_synth.data.public import public_with_data_dir
-    from raydp_synth.data.spec import with_data_dir, with_num_classes
+    # lazy: the study loads Ray Tune and the trainer, which parsing and --help never need
     from raydp_synth.tune.study import StudyRequest
 
     config_file = (load_config_file(args.config, method=args.method)
                    if args.config is not None else None)
     settings = merge_settings(config_file, parse_settings(args.set))
-    # The declarations travel in the spec (``:classes=K``, the folder) to the trials.
-    dataset = with_data_dir(with_num_classes(args.dataset, args.num_classes), args.data_dir)
+    # --dataset parsed once; the declarations travel in the spec (``:classes=K``, the
+    # folder) to the trials, as its canonical string.
+    dataset = str(declared_dataset(args.dataset, num_classes=args.num_classes,
+                                   data_dir=args.data_dir))
     public = public_with_data_dir(args.public, dataset)
     public_validation = public_with_data_dir(args.public_validation, dataset)
     tune_on_public = args.tune_on_public
     if args.download:
         download_declared([dataset, public, public_validation, tune_on_public])
-    sampler = args.sampler or get_strategy(args.selection).default_sampler
+    sampler = args.sampler or get_strategy(args.strategy).default_sampler
     request = StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,
-        selection=args.selection, distribution=args.distribution, sampler=sampler,
+        strategy=args.strategy, distribution=args.distribution, sampler=sampler,
         hypo_c=args.hypo_c, default_share=args.default_share,
         search_space=args.search_space, settings=settings,
         max_concurrent=args.max_concurrent,
         workers_per_trial=args.workers_per_trial, use_gpu=args.use_gpu,
         gpus_per_trial=args.gpus_per_trial, trial_loop=args.trial_loop, dataset=dataset,
-        storage=args.storage, name=args.name, resume=args.resume, seed=args.seed,
+        storage=args.storage or default_output_folder("studies"), name=args.name,
+        resume=args.resume, seed=args.seed,
         public=public, public_validation=public_validation, evaluate=not args.no_eval,
         tune_on_public=tune_on_public, tune_fraction=args.tune_fraction,
-        tune_share=args.tune_share,
+        tune_share=args.tune_share, re_evaluate=args.re_evaluate,
         **release_overrides(args),
     )
     return request

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from raydp_synth.config import config_to_dict
 from raydp_synth.privacy.secret_rng import secret_seed_words
+from raydp_synth.tune.optuna_journal import create_named_study
 from raydp_synth.tune.search_space import make_sampler
 from raydp_synth.tune.search_space.dp_hypo import space_distributions
 
@@ -30,7 +31,7 @@ def first_points(request: StudyOptions, space: SearchSpace,
     fixed distribution, which a fixed first trial breaks. Not on --resume (the
     default ran, or Tune's restored searcher holds it).
     """
-    if not request.strategy.runs_default_first or request.resume:
+    if not request.search_strategy.runs_default_first or request.resume:
         return None
     point = space.default_point(config_to_dict(default))
     return [point] if point else None
@@ -86,13 +87,14 @@ def optuna_search(request: StudyOptions, space: SearchSpace, default: Any, *,
     """
     from ray.tune.search.optuna import OptunaSearch
 
-
+    if storage is not None and study_name is not None:  # its objective named, for the dashboard
+        create_named_study(storage, study_name)
     # TPE's default of 10 random start-up trials would make a small study a random search.
     startup = min(10, max(2, request.trials // 3)) if request.sampler == "tpe" else None
     # The secret seed (see above): never bind it to a name, log or store it.
     sampler = make_sampler(
         request.sampler,
-        secret_seed_words() if request.strategy.secret_sampler_seed else request.seed,
+        secret_seed_words() if request.search_strategy.secret_sampler_seed else request.seed,
         n_startup_trials=startup,
         density_ratio=request.hypo_c,
         distributions=space_distributions(space.define_by_run)

@@ -20,6 +20,7 @@ from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.accounting import parse_distribution, validate_delta
 from raydp_synth.tune.prepared_study import PreparedStudy
+from raydp_synth.tune.resume_checks import check_finished, check_same_settings
 from raydp_synth.tune.search_space import load_search_space
 from raydp_synth.tune.search_space.anchored import check_restarts_point
 
@@ -36,6 +37,12 @@ def prepare(request: StudyOptions) -> PreparedStudy:
     and the public validation data, and let the strategy prepare its plans."""
 
     method = get_method(request.method)
+    name = request.name or f"{method.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    study_dir = (request.storage / name).resolve()
+    check_study_dir(request, study_dir)
+    if request.resume:  # first: the study's own settings, and not a finished study
+        check_same_settings(request, study_dir)
+        check_finished(request, study_dir)
     shape = parse_distribution(request.distribution)
     declared = effective_public(method, request.dataset, request.public)
     splits, public = load_training_data(request.dataset, public=declared, seed=request.seed,
@@ -49,15 +56,12 @@ def prepare(request: StudyOptions) -> PreparedStudy:
     validate_delta(request.delta, dataset_size=sensitive_records(splits))  # |D|, not n
     space = load_search_space(request.search_space, method.name, data).with_fixed(
         request.settings)
-    name = request.name or f"{method.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    study_dir = (request.storage / name).resolve()
-    check_study_dir(request, study_dir)
     score_share = 0.0 if request.public_validation else request.score_share
     default = method.make_config({**space.fixed, "seed": request.seed}, data)
     if request.restarts:
 
         check_restarts_point(space.params, space.default_point(config_to_dict(default)))
-    prepared = request.strategy.prepare(request, PreparedStudy(
+    prepared = request.search_strategy.prepare(request, PreparedStudy(
         name=name, study_dir=study_dir, method=method, data=data, public=declared,
         space=space, default=default, reference=None, score_share=score_share,
         num_val=len(splits.val)), splits=splits, shape=shape)
@@ -77,7 +81,7 @@ def check_study_dir(request: StudyOptions, study_dir: Path) -> None:
     if request.resume:
         if not (study_dir / "study.json").is_file():
             raise ConfigError(f"--resume: {study_dir} holds no study; check --storage and --name")
-        request.strategy.check_resumed(request, study_dir)
+        request.search_strategy.check_resumed(request, study_dir)
     elif study_dir.exists() and any(study_dir.iterdir()):
         raise ConfigError(f"study {study_dir} already exists; pass --resume to continue it "
                           "or choose a new --name")

@@ -32,7 +32,7 @@ class PreparedStudy:
             tuning); None under compose.
         score_share: the selection score's budget fraction (0: public validation).
         public_search: ``--tune-on-public``'s public facts, or None.
-        tuning_rdp: ``--selection subsampled``'s tuning-phase RDP curve (from
+        tuning_rdp: ``--strategy subsampled``'s tuning-phase RDP curve (from
             ``reference``, public arithmetic), or None.
         num_val: the validation split's size (the tuning subset is drawn from it too).
     """

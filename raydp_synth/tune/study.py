@@ -25,21 +25,32 @@ import logging
 import math
 import os
 import shlex
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from raydp_synth.accountant import get_or_create_accountant
+from raydp_synth.data.spec import absolute_spec
 from raydp_synth.errors import ConfigError, Interrupted, LedgerError
-from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER
 from raydp_synth.paths import require_writable_folder
-from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
-from raydp_synth.release.bundle import DEFAULT_SYNTHETIC_SAMPLES
+from raydp_synth.privacy.accounting import parse_distribution, validate_budget
+from raydp_synth.runtime.ray_session import ensure_ray
+from raydp_synth.runtime.resources import (
+    gpus_ray_can_place,
+    largest_node_cpus,
+    worker_cpu_share,
+    worker_gpu_share,
+)
+from raydp_synth.runtime.shared_storage import require_shared_storage
+from raydp_synth.train.request import RequestCore
 from raydp_synth.tune.affordability import check_first_trial_affordable
 from raydp_synth.tune.optuna_searcher import first_points, optuna_search
 from raydp_synth.tune.preparation import prepare
 from raydp_synth.tune.prepared_study import PreparedStudy
+from raydp_synth.tune.resume_checks import check_re_evaluate_request
+from raydp_synth.tune.search_space.anchored import check_restarts, validate_default_share
 from raydp_synth.tune.strategies.registry import get_strategy, requested_strategy
-from raydp_synth.tune.study_release import no_release_message, release_best
+from raydp_synth.tune.study_release import no_release_message, re_evaluate, release_best
 from raydp_synth.tune.study_settings import (
     DEFAULT_SHARE,
     DEFAULT_TRIALS,
@@ -67,16 +78,18 @@ _ANCHORED_SAMPLERS = ("random", "dp-hypo")
 
 
 @dataclass(frozen=True, kw_only=True)
-class StudyRequest:
-    """A validated study request (the tune CLI's arguments).
+class StudyRequest(RequestCore):
+    """A validated study request (the tune CLI's arguments): the shared fields of
+    :class:`~raydp_synth.train.request.RequestCore` (method, budget, dataset, public
+    data, score, release, device), and what a study adds.
 
     Attributes:
-        method: registered method name.
         epsilon, delta: the total budget of the whole search.
         trials: N_max (compose) or the mean number of trials (random-stopping).
-        selection: the search strategy (``--selection``: a name of
-            :data:`~raydp_synth.tune.strategies.registry.STRATEGIES`; the request
-            runs :attr:`strategy`).
+        strategy: the search strategy's name (``--strategy``, alias ``--selection``:
+            a name of :data:`~raydp_synth.tune.strategies.registry.STRATEGIES`; the
+            request runs :attr:`search_strategy`). ``study.json`` records it under its
+            former key ``"selection"`` (:func:`request_json`).
         distribution: random-stopping's trial-count law (poisson, geometric,
             logarithmic, tnb:ETA).
         sampler: Optuna sampler (``tpe`` adaptive, ``random`` non-adaptive, ``dp-hypo``
@@ -99,7 +112,6 @@ class StudyRequest:
             replaces the space's value and is no longer searched.
         max_concurrent: trials at once.
         workers_per_trial: Ray Train workers per trial.
-        use_gpu: one whole GPU per worker.
         gpus_per_trial: the GPUs a trial's workers share (``--gpus-per-trial``; None:
             ``use_gpu`` decides): ``gpus_per_trial / workers_per_trial`` per worker, a
             fraction with one worker packs trials onto a GPU
@@ -107,79 +119,51 @@ class StudyRequest:
             ignored, with a note, where Ray has no GPU.
         trial_loop: where a trial runs its loop (``--trial-loop``): ``auto`` (a
             1-worker trial in its own process, more on Ray Train) or ``ray-train``.
-        dataset: dataset spec.
         storage: parent folder of study directories (shared storage on a cluster).
         name: study name (folder, accountant actor name).
         resume: continue an interrupted study (same ledger).
         seed: public seed (data split, initialisation; the sampler under compose:
             random stopping's sampler has a secret seed, see :func:`optuna_search`).
-        public: data declared public, used without noise by the method (see
-            :mod:`raydp_synth.data.public`); not covered by the guarantee.
-        score_share, score_classifier, public_validation: the selection score.
         evaluate: evaluate the released trial (curator-only) at the end.
-        synthetic_samples: rows of ``release/synthetic.parquet`` (a user choice, not n).
-        fid_weights: the FID Inception-v3 weights of the evaluation (None: the
-            torch hub cache's, if there).
         tune_on_public: a dataset declared public to search on at no privacy cost;
             the study then releases one private run of the best config with the whole
             budget (:mod:`raydp_synth.tune.public_search`); None: a private search.
-        tune_fraction: ``--selection subsampled``'s q, the Poisson fraction of the
+        tune_fraction: ``--strategy subsampled``'s q, the Poisson fraction of the
             sensitive records the tuning phase runs on (``--tune-fraction``).
-        tune_share: ``--selection subsampled``: the tuning phase's own epsilon as a
+        tune_share: ``--strategy subsampled``: the tuning phase's own epsilon as a
             fraction of ``epsilon`` (``--tune-share``); the final run gets the rest
             (:mod:`raydp_synth.tune.subsampled_search`).
-        compile_step: each trial's per-record gradients compiled (``--compile-step``).
+        re_evaluate: with ``resume``, rerun a finished study's evaluation only
+            (``--re-evaluate``: no grant, no training, the release untouched;
+            :mod:`raydp_synth.tune.resume_checks`).
     """
 
-    method: str
-    epsilon: float
-    delta: float
     trials: int = DEFAULT_TRIALS
-    selection: str = "compose"
+    strategy: str = "compose"
     distribution: str = "poisson"
     sampler: str = "tpe"
     hypo_c: float = 1.0
     default_share: float | None = None
     search_space: Path | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
     max_concurrent: int = 1
     workers_per_trial: int = 1
-    use_gpu: bool = False
     gpus_per_trial: float | None = None
     trial_loop: str = "auto"
-    dataset: str = "digits"
     storage: Path = Path("studies")
     name: str | None = None
     resume: bool = False
-    seed: int = 0
-    score_share: float = DEFAULT_SCORE_SHARE
-    score_classifier: str = DEFAULT_SCORE_CLASSIFIER
-    public: str | None = None
-    public_validation: str | None = None
-    evaluate: bool = True
-    synthetic_samples: int = DEFAULT_SYNTHETIC_SAMPLES
-    fid_weights: Path | None = None
     tune_on_public: str | None = None
     tune_fraction: float = DEFAULT_TUNE_FRACTION
     tune_share: float = DEFAULT_TUNE_SHARE
-    compile_step: bool = False
+    re_evaluate: bool = False
 
     def __post_init__(self) -> None:
-        from raydp_synth.evaluation.selection import validate_score_settings
-        from raydp_synth.privacy.accounting import parse_distribution, validate_budget
-        from raydp_synth.release.bundle import validate_synthetic_samples
-
-        validate_synthetic_samples(self.synthetic_samples)
-        if self.fid_weights is not None:
-            from raydp_synth.evaluation.inception import resolve_weights
-
-            resolve_weights(self.fid_weights)
-
+        super().__post_init__()
         validate_budget(self.epsilon, self.delta)
         require_writable_folder(self.storage, "--storage")
         if self.trials < 1:
             raise ConfigError(f"--trials {self.trials} must be >= 1")
-        selected = get_strategy(self.selection)
+        selected = get_strategy(self.strategy)
         if self.sampler not in SAMPLERS:
             raise ConfigError(f"--sampler {self.sampler!r} must be one of {', '.join(SAMPLERS)}")
         selected.check_request(self)  # its own options; which samplers it runs
@@ -194,22 +178,14 @@ class StudyRequest:
         if self.trial_loop not in TRIAL_LOOPS:
             raise ConfigError(f"--trial-loop {self.trial_loop!r} must be one of {', '.join(TRIAL_LOOPS)}")
         self.gpus_per_worker()  # validates --gpus-per-trial against the workers, --use-gpu
-        validate_score_settings(self.score_share, self.score_classifier)
-        if self.public is not None:
-            from raydp_synth.data import parse_public_spec
-
-            parse_public_spec(self.public)
-        if self.public_validation is not None:
-            from raydp_synth.data.public import check_public_validation
-
-            check_public_validation(self.public_validation, dataset=self.dataset)
-        if self.strategy is not selected:  # chosen by another option (--tune-on-public)
-            self.strategy.check_request(self)
+        if self.search_strategy is not selected:  # chosen by another option (--tune-on-public)
+            self.search_strategy.check_request(self)
+        check_re_evaluate_request(self)
         if self.name is not None and (not self.name or "/" in self.name or self.name.startswith(".")):
             raise ConfigError(f"--name {self.name!r} must be a plain folder name")
 
     @property
-    def strategy(self) -> SearchStrategy:
+    def search_strategy(self) -> SearchStrategy:
         """The search strategy the request runs
         (:func:`~raydp_synth.tune.strategies.registry.requested_strategy`)."""
         return requested_strategy(self)
@@ -218,12 +194,7 @@ class StudyRequest:
         """``--default-share``: a probability, for the priors of the strategies that
         take one (random stopping's, subsampled tuning's: the random sampler's,
         dp-hypo's); unset, :data:`DEFAULT_SHARE` where one of them runs, else 0."""
-        from raydp_synth.tune.search_space.anchored import (
-            check_restarts,
-            validate_default_share,
-        )
-
-        takes_share = self.strategy.takes_default_share
+        takes_share = self.search_strategy.takes_default_share
         if self.default_share is None:
             applies = takes_share and self.sampler in _ANCHORED_SAMPLERS
             object.__setattr__(self, "default_share", DEFAULT_SHARE if applies else 0.0)
@@ -234,12 +205,12 @@ class StudyRequest:
         if not takes_share:
             raise ConfigError("--default-share is random stopping's way to include the "
                               "default config; a compose search already runs it first: "
-                              "drop --default-share, or add --selection random-stopping")
+                              "drop --default-share, or add --strategy random-stopping")
         if self.sampler not in _ANCHORED_SAMPLERS:
             raise ConfigError(f"--default-share mixes the default config into a fixed prior "
                               f"(the random or dp-hypo sampler's); --sampler {self.sampler} "
                               "has none: use --sampler random or dp-hypo")
-        check_restarts(self.default_share, refusal=self.strategy.restarts_refusal(),
+        check_restarts(self.default_share, refusal=self.search_strategy.restarts_refusal(),
                        sampler=self.sampler)
 
     @property
@@ -262,8 +233,6 @@ class StudyRequest:
 
     def gpus_per_worker(self) -> float:
         """The GPUs each Ray Train worker asks for (0: CPUs), before asking Ray."""
-        from raydp_synth.runtime.resources import worker_gpu_share
-
         return worker_gpu_share(gpus_per_trial=self.gpus_per_trial, use_gpu=self.use_gpu,
                                 workers=self.workers_per_trial)
 
@@ -312,12 +281,16 @@ def _run_study(request: StudyRequest) -> StudyResult:
     storage_given = request.storage  # as the user gave it: relative or not
     request = _with_absolute_paths(request)
     prepared = prepare(request)
+    if request.re_evaluate:  # a finished study: its evaluation only, no Ray, no grant
+        try:
+            release = re_evaluate(request, prepared.study_dir)
+        except KeyboardInterrupt:
+            raise _interrupted(request, prepared.study_dir, prepared.name) from None
+        return StudyResult(study_dir=prepared.study_dir, statement=release.statement,
+                           best_trial=release.best_trial, best_score=release.best_score,
+                           trials=release.trials)
     planned = check_first_trial_affordable(request, prepared)
     import ray
-
-    from raydp_synth.runtime.ray_session import ensure_ray
-    from raydp_synth.runtime.resources import gpus_ray_can_place
-    from raydp_synth.runtime.shared_storage import require_shared_storage
 
     total_cpus = ensure_ray()
     require_shared_storage(storage_given, ray.nodes())  # before the study writes anything
@@ -353,7 +326,7 @@ def _run_phases(request: StudyRequest, prepared: PreparedStudy, planned: Any, *,
     """The accountant, then the strategy's phases, the release and its evaluation."""
     import ray
 
-    strategy = request.strategy
+    strategy = request.search_strategy
     accountant = _start_accountant(request, prepared)
     settings = _study_settings(request, prepared, total_cpus=total_cpus,
                                gpus_per_worker=gpus_per_worker, planned=planned)
@@ -374,10 +347,7 @@ def _run_phases(request: StudyRequest, prepared: PreparedStudy, planned: Any, *,
 
 def _with_absolute_paths(request: StudyRequest) -> StudyRequest:
     """Trials run in Ray workers, not in the user's working directory."""
-    from raydp_synth.data.spec import absolute_spec
-    from raydp_synth.train.driver import with_absolute_paths
-
-    request = with_absolute_paths(request)
+    request = request.with_absolute_paths()
     if request.search_space is not None:
         request = replace(request, search_space=Path(request.search_space).expanduser().resolve())
     if request.tune_on_public is not None:
@@ -388,8 +358,15 @@ def _with_absolute_paths(request: StudyRequest) -> StudyRequest:
 def request_json(request: StudyRequest) -> dict[str, Any]:
     """The request as ``study.json`` records it (paths as strings), which a
     ``--resume`` is checked against (the strategy's
-    :meth:`~raydp_synth.tune.strategies.base.SearchStrategy.check_resumed`)."""
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()}
+    :meth:`~raydp_synth.tune.strategies.base.SearchStrategy.check_resumed`). The
+    strategy's name keeps its persisted key ``"selection"`` (the request field's
+    former name), so that older studies and tools read it as before."""
+    return {_PERSISTED_KEYS.get(k, k): (str(v) if isinstance(v, Path) else v)
+            for k, v in asdict(request).items()}
+
+
+#: Request fields ``study.json`` records under another (earlier) name.
+_PERSISTED_KEYS = {"strategy": "selection"}
 
 
 def _start_accountant(request: StudyRequest, prepared: PreparedStudy) -> Any:
@@ -398,11 +375,9 @@ def _start_accountant(request: StudyRequest, prepared: PreparedStudy) -> Any:
     writes ``study.json``."""
     import ray
 
-    from raydp_synth.accountant import get_or_create_accountant
-
     study_dir, reference = prepared.study_dir, prepared.reference
     _owner_only_dir(study_dir)
-    pricing = request.strategy.accountant_settings(request, prepared)
+    pricing = request.search_strategy.accountant_settings(request, prepared)
     accountant = get_or_create_accountant(
         str(study_dir), prepared.name, **{f.name: getattr(pricing, f.name) for f in fields(pricing)})
     ray.get(accountant.status.remote())  # surfaces a ledger/settings mismatch now
@@ -422,8 +397,6 @@ def _study_settings(request: StudyRequest, prepared: PreparedStudy, *,
     """What every trial reads from the study (built once, shared by every trial);
     ``gpus_per_worker`` is what Ray can place (0: the trials train on CPUs);
     ``planned``: the budget check's plan (:class:`PlannedTrial`)."""
-    from raydp_synth.runtime.resources import largest_node_cpus, worker_cpu_share
-
     cpus_per_worker = worker_cpu_share(total_cpus=total_cpus, largest_node=largest_node_cpus(),
                                        workers=request.workers_per_trial,
                                        concurrent=request.max_concurrent,
@@ -432,7 +405,7 @@ def _study_settings(request: StudyRequest, prepared: PreparedStudy, *,
     return StudySettings(
         study_name=prepared.name, study_dir=prepared.study_dir, method=prepared.method.name,
         data=prepared.data, dataset=request.dataset, public=prepared.public, seed=request.seed,
-        epsilon=request.epsilon, delta=request.delta, role=request.strategy.role,
+        epsilon=request.epsilon, delta=request.delta, role=request.search_strategy.role,
         trials=request.trials,
         reference_event=reference.event() if reference is not None else None,
         space=prepared.space, workers=request.workers_per_trial, use_gpu=gpus_per_worker > 0,

@@ -2,12 +2,17 @@
 with the privacy statement of its accountant, and the curator's view of it.
 
 ``release/`` holds what may be published (raydp_synth.release.bundle); run.json,
-score.json and the evaluation stay with the curator.
+score.json and the evaluation stay with the curator. The release is written last,
+whole or not at all (:func:`~raydp_synth.release.write_release`), after run.json and
+score.json: a study with ``release/privacy.json`` has every file of its release and
+of the curator's view, whenever it was interrupted (and a resume never rewrites it,
+:mod:`raydp_synth.tune.resume_checks`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -23,7 +28,10 @@ from raydp_synth.tune.trial import TRIAL_CHECKPOINT
 if TYPE_CHECKING:
     from raydp_synth.tune.strategies.base import StudyOptions
 
-__all__ = ["Release", "finished_trials", "hides_trial_count", "no_release_message", "release_best"]
+__all__ = ["Release", "evaluate_release", "finished_trials", "hides_trial_count",
+           "no_release_message", "re_evaluate", "release_best"]
+
+_LOG = logging.getLogger(__name__)
 
 
 def hides_trial_count(pricing: str) -> bool:
@@ -66,7 +74,8 @@ def no_release_message(name: str, study_dir: Path, status: dict[str, Any]) -> st
 
 
 class Release(NamedTuple):
-    """What :func:`release_best` released: the statement (``release/privacy.json``),
+    """What :func:`release_best` released: the statement (``release/privacy.json`` as
+    written: the reader's layout, :func:`~raydp_synth.release.bundle.reader_layout`),
     the released trial and its score, every finished trial of the study and its score."""
 
     statement: dict[str, Any]
@@ -83,12 +92,12 @@ def release_best(request: StudyOptions, study_dir: Path, accountant: Any,
     import ray
     import torch
 
-
+    _LOG.info(f"releasing the best trial of study {name} to {study_dir / 'release'}")
     trials = finished_trials(study_dir)
     scored = [t for t in trials if math.isfinite(t["score"])]
     best = max(scored, key=lambda t: t["score"]) if scored else None
     statement = ray.get(accountant.statement.remote())
-    strategy = request.strategy
+    strategy = request.search_strategy
     if strategy.releases_after_all_draws and ray.get(accountant.status.remote())["can_grant"]:
         # The theorem covers the best of exactly K trials, not of fewer.
         raise BudgetExhausted(
@@ -124,10 +133,6 @@ def release_best(request: StudyOptions, study_dir: Path, accountant: Any,
         public_validation=None if score_info.get("private") else
         (request.public_validation or request.tune_on_public))
     full.update((extra or {}).get("statement", {}))
-    write_release(study_dir / "release", generator=generator, statement=full,
-                  num_synthetic=request.synthetic_samples, seed=request.seed)
-    # The budget gauges' one move under every mode but compose (accountant/gauges.py).
-    ray.get(accountant.publish_release.remote())
     trial_id = info["trial_id"]
     (study_dir / "run.json").write_text(json.dumps({
         "method": request.method, "dataset": request.dataset, "seed": request.seed,
@@ -139,15 +144,46 @@ def release_best(request: StudyOptions, study_dir: Path, accountant: Any,
         **(extra or {}).get("run", {}),
     }, indent=2))
     (study_dir / "score.json").write_text(json.dumps(info["score"], indent=2))
+    # Last, whole or not at all: the study's release (its privacy.json) exists only
+    # with the curator's files above.
+    write_release(study_dir / "release", generator=generator, statement=full,
+                  num_synthetic=request.synthetic_samples, seed=request.seed)
+    written = json.loads((study_dir / "release" / "privacy.json").read_text())
+    # The budget gauges' one move under every mode but compose (accountant/gauges.py).
+    ray.get(accountant.publish_release.remote())
     scope = strategy.release_scope
     kind = "private" if info["score"].get("private", True) else "public"
     print(f"[raydp_synth] released trial {trial_id} ({kind} score {score:.4f}) to "
           f"{study_dir / 'release'}; {scope} is ({statement['epsilon']:.4f}, "
           f"{statement['delta']:g})-DP ({statement['mode']})")
     if request.evaluate:
+        evaluate_release(request, study_dir)
+    return Release(statement=written, best_trial=trial_id, best_score=score,
+                   trials=[{"trial": t["trial"], "score": t["score"]} for t in trials])
 
-        print(format_table(evaluate_run(study_dir, settings=evaluation_settings(
-            use_gpu=request.gpus_per_worker() > 0, curve_checkpoints=None,
-            fid_weights=request.fid_weights))))
-    return Release(statement=full, best_trial=trial_id, best_score=score,
+
+def evaluate_release(request: StudyOptions, study_dir: Path) -> None:
+    """The curator's evaluation of the study's release (``evaluation.json``, the
+    figure; it reads the test split without noise and releases nothing), printed."""
+    print(format_table(evaluate_run(study_dir, settings=evaluation_settings(
+        use_gpu=request.gpus_per_worker() > 0, curve_checkpoints=None,
+        fid_weights=request.fid_weights))))
+
+
+def re_evaluate(request: StudyOptions, study_dir: Path) -> Release:
+    """``--resume --re-evaluate`` of a finished study: its evaluation only, rerun.
+
+    No Ray, no grant, no training: the release (and its generator) is read, never
+    written, and the ledger is not opened. The evaluation is post-processing of the
+    released generator by the curator, who holds the test split anyway; it changes
+    nothing that the study's statement covers."""
+    statement = json.loads((study_dir / "release" / "privacy.json").read_text())
+    run = json.loads((study_dir / "run.json").read_text())
+    score = json.loads((study_dir / "score.json").read_text())
+    trials = finished_trials(study_dir)
+    _LOG.info(f"study {study_dir.name} is finished; rerunning the evaluation of its release "
+              f"{study_dir / 'release'}")
+    evaluate_release(request, study_dir)
+    return Release(statement=statement, best_trial=run["released_trial"],
+                   best_score=score["value"],
                    trials=[{"trial": t["trial"], "score": t["score"]} for t in trials])

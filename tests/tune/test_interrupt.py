@@ -1,6 +1,17 @@
-"""Ctrl-C during a study's training stops it: exit 130, one line saying nothing was
-released and the exact command that resumes it, no release written, the ledger intact
-(it used to release the best finished trial and exit 0)."""
+"""Ctrl-C stops a study in each of its phases, with exit 130 and one line on what it
+kept, the ledger intact (it replays; no grant after the interrupt):
+
+* in training: nothing released, the exact command that resumes it (it used to
+  release the best finished trial and exit 0);
+* in the release (after the search, while the best trial's release is written):
+  nothing released, nothing half-written, the same resume command;
+* in the evaluation: the release stays, and the line says how to rerun the
+  evaluation (``python -m raydp_synth.evaluate STUDY``).
+
+Each command starts with SIGINT at its default, as at a terminal (a suite run in the
+background of a non-interactive shell inherits it ignored, and Python then installs
+no KeyboardInterrupt; the CLI keeps an inherited SIG_IGN, as POSIX shells mean it).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from raydp_synth.accountant.core import LEDGER_NAME
+from tests.train.test_interrupt_train import _wait_for_line
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).with_name("tiny_dpaf.yaml")
@@ -69,3 +81,98 @@ def test_the_resume_command_keeps_the_users_settings_and_names_the_study() -> No
         "python -m raydp_synth.tune dpaf --epsilon 4 --storage /data/studies --resume --name s")
     assert resume_command(["dpaf", "--storage=here", "--name=x"], "s", Path("/abs")) == (
         "python -m raydp_synth.tune dpaf --storage=here --resume --name s")
+
+
+#: The release and evaluation phases' study: one trial of one epoch. A large release
+#: (100000 synthetic rows) keeps the release phase long enough (seconds) for a SIGINT
+#: sent when its first line is read to land in it.
+PHASES_ARGV = ["dpaf", "--trials", "1", "--epsilon", "4", "--search-space", str(TINY),
+               "--set", "epochs=1", "--set", "classifier_epochs=0.2",
+               "--synthetic-samples", "100000", "--name", "s"]
+
+
+def _start_tune(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
+    """``python -m raydp_synth.tune ARGV``, standard output piped (for the phase's
+    line), standard error to ``cwd/stderr.txt`` (appended: a pipe nobody reads would
+    fill with Ray's lines and block the command)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "raydp_synth.tune", *argv], cwd=cwd, env=env,
+        stdout=subprocess.PIPE, stderr=(cwd / "stderr.txt").open("a"), text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _interrupt_at(proc: subprocess.Popen[str], line: str, timeout: float,
+                  ledger: Path) -> tuple[bytes, list[str]]:
+    """Send one SIGINT as soon as standard output shows ``line``; wait for the exit.
+    Returns the ledger's bytes at the signal and the lines seen."""
+    try:
+        seen = _wait_for_line(proc, line, timeout=timeout)
+        proc.send_signal(signal.SIGINT)
+        at_signal = ledger.read_bytes()
+        proc.wait(timeout=120)  # not communicate: Ray's processes may keep the pipe
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return at_signal, seen
+
+
+def _ledger_intact(study: Path, at_signal: bytes) -> None:
+    """The ledger replays (the budget CLI's offline statement) with its one grant,
+    and nothing was appended after the interrupt."""
+    from raydp_synth.budget import ledger_statement
+
+    assert (study / LEDGER_NAME).read_bytes() == at_signal
+    statement, _ = ledger_statement(study)
+    assert statement["trials_granted"] == 1 and statement["epsilon"] <= 4.0
+
+
+@pytest.fixture(scope="module")
+def interrupted_in_release(tmp_path_factory) -> tuple[Path, Path, int, str]:
+    """A one-trial study interrupted while it writes its release: (storage, the
+    command's folder, its exit code, its standard error)."""
+    cwd = tmp_path_factory.mktemp("release-phase")
+    storage = cwd / "studies"
+    proc = _start_tune([*PHASES_ARGV, "--storage", str(storage)], cwd)
+    at_signal, _ = _interrupt_at(proc, "releasing the best trial of study s", 600,
+                                 storage / "s" / LEDGER_NAME)
+    _ledger_intact(storage / "s", at_signal)
+    return storage, cwd, proc.returncode, (cwd / "stderr.txt").read_text()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_sigint_in_the_release_writes_nothing_and_says_how_to_resume(
+        interrupted_in_release) -> None:
+    storage, _, code, err = interrupted_in_release
+    assert code == 130, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last == ("interrupted; nothing released; resume with: python -m raydp_synth.tune "
+                    + " ".join(PHASES_ARGV[:-2]) + f" --storage {storage} --resume --name s"
+                    ), err[-3000:]
+    study = storage / "s"
+    assert not (study / "release").exists()
+    assert not list(study.glob(".release*"))  # no partial release left behind
+    assert not (study / "evaluation.json").exists()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_sigint_in_the_evaluation_keeps_the_release_and_says_how_to_rerun_it(
+        interrupted_in_release) -> None:
+    """The study interrupted in its release, resumed (its trial is not run again: it
+    releases), and interrupted again in its evaluation."""
+    storage, cwd, _, _ = interrupted_in_release
+    study = storage / "s"
+    proc = _start_tune([*PHASES_ARGV, "--storage", str(storage), "--resume"], cwd)
+    at_signal, seen = _interrupt_at(proc, "evaluating s:", 600, study / LEDGER_NAME)
+    err = (cwd / "stderr.txt").read_text()
+    assert proc.returncode == 130, err[-3000:]
+    assert any("released trial" in line for line in seen)
+    assert err.strip().splitlines()[-1] == (
+        f"interrupted; the release in {study / 'release'} stands; rerun its evaluation "
+        f"with: python -m raydp_synth.evaluate {study}"), err[-3000:]
+    assert (study / "release" / "privacy.json").is_file()
+    assert not (study / "evaluation.json").exists()
+    _ledger_intact(study, at_signal)
