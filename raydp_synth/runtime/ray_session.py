@@ -3,11 +3,15 @@ local one."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import raydp_synth
 from raydp_synth.log import (
     Verbosity,
     WorkerLogFilter,
@@ -75,32 +79,63 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
     import ray
 
     if not ray.is_initialized():
-        options: dict[str, Any] = {"log_to_driver": True, "logging_level": ray_log_level()}
-        if os.environ.get("RAY_ADDRESS"):
-            ray.init(runtime_env=_job_runtime_env(), **options)
-        else:
-            # Before any local ray.init: a cluster it starts runs on 127.0.0.1, and one
-            # kept by --keep-cluster (on 127.0.0.1) is joined at 127.0.0.1 (Ray would
-            # otherwise rewrite the address to the machine's IP, where nothing listens).
-            loopback_node()
-            private_token()  # before Ray writes one with the umask's mode
-            local = running_local_cluster()
-            if local is None and keep_requested():
-                local = start_detached_cluster(num_cpus=num_cpus)
-            if local is not None:
-                # Ray joins it on its own (and then refuses num_cpus): its resources
-                # are its own. A user's `ray start` did not inherit our settings: the
-                # job carries them.
-                context = ray.init(runtime_env=_job_runtime_env(), **options)
-                url = context.dashboard_url
-                _LOG.info(f"attached to the local Ray cluster at {local} (ray start); "
-                          + (f"dashboard: http://{url}" if url else "it has no dashboard"))
-            else:
-                # "local": a stale address file of a stopped `ray start` is no cluster.
-                ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **options)
+        with workers_import_this_package():
+            _init_ray(num_cpus)
     quiet_ray_loggers()
     filter_worker_logs()
     return float(ray.cluster_resources().get("CPU", 1.0))
+
+
+def _init_ray(num_cpus: int | None) -> None:
+    """:func:`ensure_ray`'s ``ray.init``: the cluster in ``RAY_ADDRESS``, a running
+    ``ray start`` one, or a new local one."""
+    import ray
+
+    options: dict[str, Any] = {"log_to_driver": True, "logging_level": ray_log_level()}
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(runtime_env=_job_runtime_env(), **options)
+    else:
+        # Before any local ray.init: a cluster it starts runs on 127.0.0.1, and one
+        # kept by --keep-cluster (on 127.0.0.1) is joined at 127.0.0.1 (Ray would
+        # otherwise rewrite the address to the machine's IP, where nothing listens).
+        loopback_node()
+        private_token()  # before Ray writes one with the umask's mode
+        local = running_local_cluster()
+        if local is None and keep_requested():
+            local = start_detached_cluster(num_cpus=num_cpus)
+        if local is not None:
+            # Ray joins it on its own (and then refuses num_cpus): its resources
+            # are its own. A user's `ray start` did not inherit our settings: the
+            # job carries them.
+            context = ray.init(runtime_env=_job_runtime_env(), **options)
+            url = context.dashboard_url
+            _LOG.info(f"attached to the local Ray cluster at {local} (ray start); "
+                      + (f"dashboard: http://{url}" if url else "it has no dashboard"))
+        else:
+            # "local": a stale address file of a stopped `ray start` is no cluster.
+            ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **options)
+
+
+@contextlib.contextmanager
+def workers_import_this_package() -> Iterator[Path | None]:
+    """Stand, for the duration of ``ray.init``, in a folder whose ``raydp_synth`` is this
+    package: Ray puts the driver's working folder on every worker's import path
+    (``ray._private.worker.connect``: ``py_driver_sys_path``), so a working folder that
+    holds another ``raydp_synth`` (the folder above a clone named ``raydp_synth``, where
+    ``ray start`` ran for a ``ray job submit``) would shadow an editable install in every
+    trial (``module 'raydp_synth' has no attribute ...``). Yields the folder stood in,
+    None where the working folder is harmless (nothing is changed)."""
+    here = Path.cwd()
+    package = Path(raydp_synth.__file__).resolve().parent
+    other = here / package.name
+    if not other.exists() or other.resolve() == package:
+        yield None
+        return
+    os.chdir(package.parent)
+    try:
+        yield package.parent
+    finally:
+        os.chdir(here)
 
 
 #: The name under which Ray 2.60's driver registers its printer of the worker lines

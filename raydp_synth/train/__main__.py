@@ -20,7 +20,8 @@ from raydp_synth.cli import (
 from raydp_synth.config_file import load_config_file, merge_settings
 from raydp_synth.data.fetch import download_declared
 from raydp_synth.data.public import public_with_data_dir
-from raydp_synth.data.spec import with_data_dir, with_num_classes
+from raydp_synth.data.spec import declared_dataset
+from raydp_synth.paths import default_output_folder
 from raydp_synth.release.layout import REPRODUCIBILITY_LINE
 from raydp_synth.runtime.local_cluster import run_with_cluster
 
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="method settings from a file: a release folder, a run or study "
                         "directory (its release/generator.json: the released config), or a "
                         "JSON/YAML mapping; --set wins over it, --seed is the run's own")
-    parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/METHOD-TIME)")
+    parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/METHOD-TIME; ~/raydp_synth_results/runs/METHOD-TIME under ray job submit)")
     parser.add_argument("--seed", type=int, default=0, help="split/initialisation/sampling seed")
     parser.add_argument("--dp-seed", type=int, default=None,
                         help="seed of the DP randomness, Poisson sampling and noise (default: OS "
@@ -77,8 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     if config_file is not None and config_file.released:
         print(f"[raydp_synth] settings from the released config {config_file.path}: a new run "
               "on the data that chose it adds its own epsilon to that release's (composition)")
-    out = args.out or Path("runs") / f"{args.method}-{time.strftime('%Y%m%d-%H%M%S')}"
-    dataset = with_data_dir(with_num_classes(args.dataset, args.num_classes), args.data_dir)
+    stamp = time.strftime('%Y%m%d-%H%M%S')
+    out = args.out or default_output_folder("runs") / f"{args.method}-{stamp}"
+    # --dataset parsed once, its declarations folded in; it travels as its canonical string.
+    dataset = str(declared_dataset(args.dataset, num_classes=args.num_classes,
+                                   data_dir=args.data_dir))
     public = public_with_data_dir(args.public, dataset)
     public_validation = public_with_data_dir(args.public_validation, dataset)
     if args.download:

@@ -2,7 +2,7 @@
 with the budget the accountant has left.
 
 Strategies that choose the hyperparameters elsewhere (``--tune-on-public``:
-:mod:`raydp_synth.tune.public_search`; ``--selection subsampled``, a priced search
+:mod:`raydp_synth.tune.public_search`; ``--strategy subsampled``, a priced search
 on a secret subset of the sensitive data: :mod:`raydp_synth.tune.subsampled_search`)
 end here. The final run is an ordinary study trial
 (:func:`~raydp_synth.tune.trial.run_trial`) in a Tune experiment of one sample
@@ -29,8 +29,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from raydp_synth.tune.progress import legacy_tune_output, with_study_progress
 from raydp_synth.tune.strategies.roles import COMPOSE_TRIAL, SUBSAMPLED_FINAL_TRIAL
 from raydp_synth.tune.study_settings import StudySettings
+from raydp_synth.tune.trial import trial_trainable
+from raydp_synth.tune.trial_metrics import study_run_config
 
 __all__ = ["FINAL_EXPERIMENT", "final_run_settings", "run_final", "subsampled_final_settings"]
 
@@ -67,17 +70,16 @@ def run_final(study: StudySettings, config: Mapping[str, Any], *, driver_cpus: f
     from ray import tune
     from ray.tune.schedulers import FIFOScheduler
 
-    from raydp_synth.tune.trial import trial_trainable
-    from raydp_synth.tune.trial_metrics import study_run_config
-
     if not (study.role.may_be_final_run
             and (study.reference_event is None or study.role.granted_as_final)):
         raise ValueError("the final run is a compose trial (final_run_settings) or a "
                          "subsampled study's (subsampled_final_settings)")
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
-    tune.Tuner(
+    tuner = tune.Tuner(
         trial_trainable(study, driver_cpus=driver_cpus),
         param_space=dict(config),
         tune_config=tune.TuneConfig(scheduler=FIFOScheduler(), num_samples=1),
-        run_config=study_run_config(FINAL_EXPERIMENT, study),
-    ).fit()
+        run_config=with_study_progress(study_run_config(FINAL_EXPERIMENT, study), study),
+    )
+    with legacy_tune_output():  # the study's progress table (raydp_synth.tune.progress)
+        tuner.fit()

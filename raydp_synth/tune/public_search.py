@@ -30,9 +30,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from raydp_synth.data import data_info, load_training_data, parse_public_spec
+from raydp_synth.data.public import check_content_overlap, same_source
 from raydp_synth.errors import BudgetExhausted, ConfigError, DataError
+from raydp_synth.release.bundle import public_data_note
+from raydp_synth.tune.final_run import final_run_settings, run_final
+from raydp_synth.tune.progress import legacy_tune_output, with_study_progress
+from raydp_synth.tune.search_space import load_search_space
 from raydp_synth.tune.strategies.roles import PUBLIC_SEARCH_TRIAL
 from raydp_synth.tune.study_settings import StudySettings
+from raydp_synth.tune.trial import trial_trainable
+from raydp_synth.tune.trial_metrics import study_run_config
 
 _LOG = logging.getLogger(__name__)
 
@@ -50,7 +58,7 @@ PUBLIC_EXPERIMENT = "public-search"
 
 def check_tune_on_public(spec: str, *, dataset: str, resume: bool) -> None:
     """The request's ``--tune-on-public`` against its other options, before anything
-    loads: one line, with the fix (its ``--selection``: the strategy's,
+    loads: one line, with the fix (its ``--strategy``: the strategy's,
     :mod:`raydp_synth.tune.strategies.public_then_private`).
 
     Raises:
@@ -58,9 +66,6 @@ def check_tune_on_public(spec: str, *, dataset: str, resume: bool) -> None:
         DataError: a spec that does not parse, a fraction, or one that names the
             sensitive dataset.
     """
-    from raydp_synth.data import parse_public_spec
-    from raydp_synth.data.public import same_source
-
     if resume:
         raise ConfigError("--tune-on-public cannot --resume a study; start a new one with "
                           "another --name (an unfinished study's grant, if any, stays spent)")
@@ -101,10 +106,6 @@ def prepare_public_search(*, spec: str, dataset: str, method: Method, sensitive:
     part of the sensitive dataset (a search trial would read that file). With
     ``sensitive_splits`` (the sensitive data, already loaded), DATASET is refused when
     it is a copy of them (:func:`~raydp_synth.data.public.check_content_overlap`)."""
-    from raydp_synth.data import data_info, load_training_data, parse_public_spec
-    from raydp_synth.data.public import check_content_overlap, same_source
-    from raydp_synth.tune.search_space import load_search_space
-
     if public is not None:
         declared = parse_public_spec(public).dataset
         if same_source(declared, spec):
@@ -212,22 +213,20 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
     from ray.tune.schedulers import FIFOScheduler
     from ray.tune.search import ConcurrencyLimiter
 
-    from raydp_synth.tune.final_run import final_run_settings, run_final
-    from raydp_synth.tune.trial import trial_trainable
-    from raydp_synth.tune.trial_metrics import study_run_config
-
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     limited = ConcurrencyLimiter(_final_results_only(searcher),
                                  max_concurrent=request.max_concurrent)
     _LOG.info(f"phase 1: {request.trials} trials on the public data {search.dataset} "
           "(no privacy cost)")
-    grid = tune.Tuner(
+    tuner = tune.Tuner(
         trial_trainable(public_search_settings(study, search), driver_cpus=driver_cpus),
         tune_config=tune.TuneConfig(search_alg=limited, scheduler=FIFOScheduler(),
                                     num_samples=request.trials,
                                     reuse_actors=True),  # as in raydp_synth.tune.tuner
-        run_config=study_run_config(PUBLIC_EXPERIMENT, study),
-    ).fit()
+        run_config=with_study_progress(study_run_config(PUBLIC_EXPERIMENT, study), study),
+    )
+    with legacy_tune_output():  # the study's progress table (raydp_synth.tune.progress)
+        grid = tuner.fit()
     trial_id, config, score = _best_public_trial(grid)
     granted = len(ray.get(accountant.granted_events.remote()))
     _LOG.info(f"phase 2: the config of public trial {trial_id} (public score "
@@ -237,8 +236,6 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
     final = replace(final_run_settings(study, granted_before=granted), score_share=0.0,
                     public_validation=final_validation(study, search))
     run_final(final, config, driver_cpus=driver_cpus)
-    from raydp_synth.release.bundle import public_data_note
-
     return {
         "result_grid": grid,
         "statement": {

@@ -1,4 +1,4 @@
-"""``--selection subsampled``: random stopping on a secret Poisson subset, then one
+"""``--strategy subsampled``: random stopping on a secret Poisson subset, then one
 final run on all the data (Koskela & Kulkarni, 2023, "Practical Differentially
 Private Hyperparameter Tuning with Subsampling", variant 1).
 
@@ -40,10 +40,12 @@ adaptively with it (RDP composition). The accountant prices exactly that
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -56,6 +58,12 @@ from raydp_synth.tune.extrapolation import (
     subset_size,
     to_full_data,
 )
+from raydp_synth.tune.final_run import run_final, subsampled_final_settings
+from raydp_synth.tune.progress import legacy_tune_output, with_study_progress
+from raydp_synth.tune.searcher import BudgetAwareSearch
+from raydp_synth.tune.strategies.roles import SUBSAMPLED_SEARCH_TRIAL, SUBSAMPLED_STUDY
+from raydp_synth.tune.trial import TRIAL_CHECKPOINT, trial_trainable
+from raydp_synth.tune.trial_metrics import study_run_config
 
 if TYPE_CHECKING:
     from raydp_synth.data.dataset import ImageDataset
@@ -165,11 +173,6 @@ def full_config(subset: Mapping[str, Any], fraction: float) -> dict[str, Any]:
 
 def _best_tuning_trial(grid: Any, study_dir: Any) -> tuple[str, dict[str, Any], float]:
     """(trial id, the trial's own (subset) config, score) of the best scored trial."""
-    import json
-    from pathlib import Path
-
-    from raydp_synth.tune.trial import TRIAL_CHECKPOINT
-
     best: tuple[str, dict[str, Any], float] | None = None
     for result in grid:
         score = (result.metrics or {}).get("score")
@@ -199,12 +202,6 @@ def search_then_final_run(request: Any, study: StudySettings, subset: TuningSubs
     from ray.tune.schedulers import FIFOScheduler
     from ray.tune.search import ConcurrencyLimiter
 
-    from raydp_synth.tune.final_run import run_final, subsampled_final_settings
-    from raydp_synth.tune.searcher import BudgetAwareSearch
-    from raydp_synth.tune.strategies.roles import SUBSAMPLED_SEARCH_TRIAL, SUBSAMPLED_STUDY
-    from raydp_synth.tune.trial import trial_trainable
-    from raydp_synth.tune.trial_metrics import study_run_config
-
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     limited = ConcurrencyLimiter(BudgetAwareSearch(searcher, study.study_name),
                                  max_concurrent=request.max_concurrent)
@@ -212,14 +209,16 @@ def search_then_final_run(request: Any, study: StudySettings, subset: TuningSubs
     _LOG.info(f"tuning phase: random stopping (mean {request.trials} trials) on a "
           f"secret Poisson subset of fraction {q:g} (plans sized for "
           f"{subset_size(study.data.num_records, q)} records)")
-    grid = tune.Tuner(
+    tuner = tune.Tuner(
         trial_trainable(replace(study, role=SUBSAMPLED_SEARCH_TRIAL), driver_cpus=driver_cpus,
                         tuning_subset=subset),
         tune_config=tune.TuneConfig(search_alg=limited, scheduler=FIFOScheduler(),
                                     num_samples=-1,  # exactly K: the accountant stops it
                                     reuse_actors=True),  # as in raydp_synth.tune.tuner
-        run_config=study_run_config(SUBSAMPLED_EXPERIMENT, study),
-    ).fit()
+        run_config=with_study_progress(study_run_config(SUBSAMPLED_EXPERIMENT, study), study),
+    )
+    with legacy_tune_output():  # the study's progress table (raydp_synth.tune.progress)
+        grid = tuner.fit()
     if ray.get(accountant.status.remote())["can_grant"]:
         raise BudgetExhausted(
             f"the tuning phase stopped before its random number of trials was reached (see "

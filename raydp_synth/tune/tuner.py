@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from raydp_synth.tune.optuna_journal import journal_storage, new_study_name
 from raydp_synth.tune.optuna_searcher import optuna_search
+from raydp_synth.tune.progress import legacy_tune_output, with_study_progress
 from raydp_synth.tune.searcher import BudgetAwareSearch
 from raydp_synth.tune.study_settings import TRIAL_DRIVER_CPUS, StudySettings
 from raydp_synth.tune.trial import trial_trainable
@@ -37,9 +38,15 @@ def one_experiment(strategy: SearchStrategy, request: StudyOptions, prepared: Pr
                    settings: StudySettings, accountant: Any) -> Phases:
     """The phases of a search that is one Tune experiment of the study's trials
     (compose, random stopping): its tuner built now (:func:`study_tuner`), fitted when
-    the phases run."""
+    the phases run, printing the study's progress table
+    (:mod:`raydp_synth.tune.progress`)."""
     tuner = study_tuner(strategy, request, prepared, settings, accountant)
-    return lambda: (None, tuner.fit() if tuner is not None else None)
+
+    def fit() -> Any:
+        with legacy_tune_output():
+            return tuner.fit()
+
+    return lambda: (None, fit() if tuner is not None else None)
 
 
 def study_tuner(strategy: SearchStrategy, request: StudyOptions, prepared: PreparedStudy,
@@ -60,11 +67,12 @@ def study_tuner(strategy: SearchStrategy, request: StudyOptions, prepared: Prepa
             return tuner
 
     def searcher(experiment: str) -> Any:
-        """The new experiment's searcher; its Optuna study, named like the
-        experiment, new in the study's journal."""
+        """The new experiment's searcher; its Optuna study, named after the study
+        and the experiment (``NAME:tune``), new in the study's journal."""
         storage = journal_storage(prepared.study_dir, create=True)
         inner = optuna_search(request, prepared.space, prepared.default, storage=storage,
-                              study_name=new_study_name(storage, experiment))
+                              study_name=new_study_name(storage, experiment,
+                                                        study=prepared.name))
         return ConcurrencyLimiter(
             BudgetAwareSearch(inner, prepared.name,
                               failures_are_runs=request.failures_are_runs),
@@ -102,7 +110,9 @@ def new_tuner(settings: StudySettings, trainable: Any, searcher: Callable[[str],
         trainable,
         tune_config=tune.TuneConfig(search_alg=searcher(experiment), scheduler=FIFOScheduler(),
                                     num_samples=num_samples, reuse_actors=True),
-        run_config=study_run_config(experiment, settings),
+        # Tune's table with each trial's score and epsilon and the study's budget, and
+        # a line per grant (raydp_synth/tune/progress.py).
+        run_config=with_study_progress(study_run_config(experiment, settings), settings),
     )
 
 

@@ -14,7 +14,9 @@ test checks what a user would look for:
   the open-source dashboard UI of Ray 2.60 has no Train page of its own), opened in
   the same signed-in browser, lists the trial's run as running, in the study's job.
 
-The study is stopped once the checks pass: it runs long epochs only so that it is
+A submitted job's page on the Jobs tab (each trial's score and epsilon and the study's
+budget in its driver log) is read by tests/tune/test_job_submit.py, on the job it
+submits anyway. The study is stopped once the checks pass: it runs long epochs only so that it is
 still running while the page is read. The Actors page's screenshot is kept under
 the test's tmp_path; ``RAYDP_DASHBOARD_SCREENSHOT=docs/images/dashboard_train.png``
 writes it there instead (how the image in docs/ray-cluster.md, section 5, was made).
