@@ -1,15 +1,11 @@
 """The console: ``--quiet`` / ``--verbose`` set our logger and Ray's, one format,
-progress lines on stdout and warnings on stderr, and a worker's progress line is
-printed once with no Ray Train INFO chatter (a real ``python -m raydp_synth.train``)."""
+progress lines on stdout and warnings on stderr. A real run's console (each worker
+progress line once, no Ray Train INFO chatter) is checked in test_console_noise.py."""
 
 from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import sys
-from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -30,8 +26,6 @@ from raydp_synth.log import (
 )
 from raydp_synth.train.__main__ import build_parser as train_parser
 from raydp_synth.tune.__main__ import build_parser as tune_parser
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -138,30 +132,9 @@ def test_progress_bars_are_off_when_quiet_or_not_on_a_terminal() -> None:
         assert bar.disable
 
 
-@pytest.mark.ray
-def test_a_training_run_prints_each_worker_line_once_and_no_ray_train_chatter(tmp_path) -> None:
-    """A real ``python -m raydp_synth.train dpaf`` (its own local Ray): each of the
-    worker's progress lines is shown once (not from its stdout and again from its
-    stderr), Ray Train's ``Reporting training result`` lines are not shown, and the
-    driver's plan and result lines are."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("RAY_ADDRESS", None)
-    env.pop(VERBOSITY_ENV, None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "raydp_synth.train", "dpaf", "--no-eval", "--epsilon", "4",
-         "--set", "epochs=1", "--set", "classifier_epochs=0.2", "--set", "base_width=8",
-         "--synthetic-samples", "20", "--out", str(tmp_path / "run")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-4000:]
-    assert "Reporting training result" not in output
-    # "(RayTrainWorker pid=..) [raydp_synth] [dpaf] classifier epoch 1/1: ..."
-    progress_lines = [line.split(") ", 1)[-1] for line in output.splitlines()
-                      if "[dpaf]" in line and " epoch " in line]
-    assert progress_lines, output[-4000:]
-    assert Counter(progress_lines).most_common(1)[0][1] == 1, output[-4000:]
-    assert "[raydp_synth]   plan epsilon=" in proc.stdout
-    assert "release written to" in proc.stdout
+# A real run's console (each worker line once, no Ray Train chatter, the driver's plan
+# and result lines) is checked on the run of tests/runtime/test_console_noise.py
+# (test_a_training_run_shows_no_ray_noise): one run serves both, CI's time is the suite's.
 
 
 def test_quiet_turns_off_tunes_experiment_box(monkeypatch) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -186,7 +187,11 @@ NOISE = ("RayDeprecationWarning", "core_worker.cc", "Found multiple active Ray i
 @pytest.mark.slow
 def test_a_training_run_shows_no_ray_noise(tmp_path) -> None:
     """A real ``python -m raydp_synth.train dpaf`` (its own local Ray) at default
-    verbosity: none of Ray's noise reaches its stdout/stderr; our lines do."""
+    verbosity: none of Ray's noise reaches its stdout/stderr; our lines do. The same
+    run's console (one run serves both, tests/runtime/test_console.py): each of the
+    worker's progress lines is shown once (not from its stdout and again from its
+    stderr), Ray Train's ``Reporting training result`` lines are not shown, and the
+    driver's plan and result lines are."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("RAY_ADDRESS", VERBOSITY_ENV, WARNINGS_ENV):
         env.pop(name, None)
@@ -201,6 +206,14 @@ def test_a_training_run_shows_no_ray_noise(tmp_path) -> None:
     assert "(RayTrainWorker pid=" in output  # the workers' own lines still come through
     assert not [line for line in output.splitlines() if any(n in line for n in NOISE)], (
         output[-4000:])
+    assert "Reporting training result" not in output
+    # "(RayTrainWorker pid=..) [raydp_synth] [dpaf] classifier epoch 1/1: ..."
+    progress_lines = [line.split(") ", 1)[-1] for line in output.splitlines()
+                      if "[dpaf]" in line and " epoch " in line]
+    assert progress_lines, output[-4000:]
+    assert Counter(progress_lines).most_common(1)[0][1] == 1, output[-4000:]
+    assert "[raydp_synth]   plan epsilon=" in proc.stdout
+    assert "release written to" in proc.stdout
 
 
 def test_a_line_before_a_noisy_traceback_is_kept_unless_it_introduces_it() -> None:

@@ -16,6 +16,7 @@ from raydp_synth.privacy.plan import PrivacyPlan
 from raydp_synth.privacy.pricing import epsilon as stated_epsilon
 from raydp_synth.privacy.selection_score import SELECTION_SCORE
 from raydp_synth.train.driver import TrainRequest, run_training
+from tests.evaluation.small_evaluation import SAMPLES, small_evaluation
 from tests.release.privacy_schema import check_privacy_json
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -23,19 +24,13 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 DP_SEED = 784_193_552_600_317  # a distinctive value, to look for in the written files
 
 
-#: The evaluation's synthetic images (final figures, each curve checkpoint): the
-#: counts the product gives PrivImage's runs, not DPAF's 10,000 and 2,000. Every
-#: figure is the same code at any count; CI's time is the suite's.
-EVALUATION_SAMPLES = (2_000, 500)
-
-
 @pytest.fixture(scope="module")
 def run_dir(ray_local, tmp_path_factory):
     out = tmp_path_factory.mktemp("e2e") / "run"
-    with pytest.MonkeyPatch.context() as patch:
-        # The curator's evaluation runs in this process (run_training's end) and
-        # takes its sample counts from the method (evaluation.report.default_settings).
-        patch.setattr(type(get_method("dpaf")), "evaluation_samples", EVALUATION_SAMPLES)
+    from raydp_synth.train import driver
+
+    # The curator's evaluation runs in this process (run_training's end), at test size.
+    with small_evaluation("dpaf", driver):
         result = run_training(TrainRequest(
             method="dpaf", epsilon=4.0, delta=1e-5, out=out, workers=2, dp_seed=DP_SEED,
             settings={"epochs": "2", "classifier_epochs": "0.5", "base_width": "8"},
@@ -112,7 +107,7 @@ def test_the_results_table_reads_the_run_directory(run_dir) -> None:
     assert row.figures["fid_cnn"] == final.get("fid_cnn", final.get("fid"))
     assert row.figures["is_cnn"] == final.get("is_cnn", final.get("inception_score"))
     assert row.num_synthetic == result.evaluation["settings"]["num_synthetic"]
-    assert row.num_synthetic == EVALUATION_SAMPLES[0]  # the patched count was used
+    assert row.num_synthetic == SAMPLES[0]  # the patched count was used
     assert row.train_s is not None and row.train_s > 0  # timing.json
 
 

@@ -78,12 +78,15 @@ def test_relative_dataset_and_public_paths_work_in_the_workers(ray_local, tmp_pa
     _digits_parquet(tmp_path / "data" / "digits.parquet")
     _digits_folder(tmp_path / "public", 120, invert=True)  # not the training records
     monkeypatch.chdir(tmp_path)
+    # The digits' own facts, declared (undeclared, Parquet loads as the default 32x32 RGB,
+    # and the run takes longer for nothing this test checks).
     with pytest.raises(SystemExit) as exit_info:
-        run_cli(main, ["dpaf", "--dataset", "parquet:data/digits.parquet", "--num-classes", "10",
-                       "--public", "folder:public", "--out", "run", *TINY])
+        run_cli(main, ["dpaf", "--dataset", "parquet:data/digits.parquet:size=8:channels=1",
+                       "--num-classes", "10", "--public", "folder:public", "--out", "run", *TINY])
     assert exit_info.value.code == 0
     run = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert run["dataset"] == f"parquet:{tmp_path}/data/digits.parquet:classes=10"
+    assert run["dataset"] == (
+        f"parquet:{tmp_path}/data/digits.parquet:size=8:channels=1:classes=10")
     assert run["public"] == f"folder:{tmp_path}/public"
     statement = json.loads((tmp_path / "run" / "release" / "privacy.json").read_text())
     assert "dp_release" not in statement  # no --dp-seed: no reproducibility mark

@@ -6,7 +6,8 @@ real CLI (``python -m raydp_synth.tune``) on a local cluster that it starts itse
 node's metrics endpoint (its port from the session's port file) over HTTP. Under
 random stopping nothing that counts the trials or gives a trial's result may appear
 there: no ``trials_granted``/``trials_refused``, no per-trial series; and the port
-listens on 127.0.0.1 only.
+listens on 127.0.0.1 only. The same study's ledger and statement are checked too
+(repeat-and-select of the reference plan, tests/tune/test_study.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from pathlib import Path
 import pytest
 
 from tests.runtime.test_local_cluster import ray_home  # noqa: F401 (the fixture)
-from tests.tune.test_study import tiny_without_split
+from tests.tune.test_study import (
+    check_random_stopping_prices_repeat_and_select_of_the_reference_plan,
+    tiny_without_split,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -87,8 +91,8 @@ def test_random_stopping_study_exports_no_trial_count_on_a_loopback_metrics_port
     folder, env = ray_home
     storage, name = tmp_path / "studies", "metrics-port"
     study = storage / name
-    command = [sys.executable, "-m", "raydp_synth.tune", "dpaf", "--epsilon", "10",
-               "--selection", "random-stopping", "--sampler", "random", "--trials", "1",
+    command = [sys.executable, "-m", "raydp_synth.tune", "dpaf", "--epsilon", "5",
+               "--strategy", "random-stopping", "--sampler", "random", "--trials", "1",
                # geometric with mean 1 draws K = 1 surely; Poisson's K = 0 (probability
                # 1/e) would run no trial and release nothing
                "--distribution", "geometric",
@@ -141,3 +145,5 @@ def test_random_stopping_study_exports_no_trial_count_on_a_loopback_metrics_port
     assert addresses and addresses <= LOOPBACK, addresses
     if _machine_ip() is not None:
         assert refused_remotely is True, "the metrics port answers on the machine's address"
+    # The same study's pricing (tests/tune/test_study.py): one study serves both.
+    check_random_stopping_prices_repeat_and_select_of_the_reference_plan(study, epsilon=5.0)

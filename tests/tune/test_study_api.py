@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -21,7 +22,6 @@ from raydp_synth.tune.optuna_journal import (
     load_optuna_study,
     new_study_name,
 )
-from tests.tune.test_study import TINY
 
 #: Journal operations that would carry more than the searcher is told: per-epoch
 #: values and user attributes (op codes of optuna.storages.journal).
@@ -42,42 +42,43 @@ def test_load_optuna_study_names_what_is_missing(tmp_path: Path) -> None:
     assert new_study_name(storage, "tune-resume-1") == "tune-resume-1"
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-def test_run_study_returns_the_result_grid_and_persists_optuna_in_the_study(
-        ray_local, tmp_path: Path) -> None:
+def check_result_grid_and_optuna_journal(result: Any, study: Path, trials: int) -> None:
+    """``run_study`` returns Tune's ResultGrid with the release, and Optuna's study is
+    persisted in the study directory, holding only what the searcher was told.
+
+    Checked on the 3-trial compose study of tests/tune/test_study.py
+    (``test_three_trial_compose_study_releases_the_best_trial_with_the_whole_search_statement``):
+    one study serves both, CI's time is the suite's."""
     from ray.tune import ResultGrid
 
-    from raydp_synth.tune.study import StudyRequest, run_study
-
-    result = run_study(StudyRequest(method="dpaf", epsilon=6.0, delta=1e-5, trials=2,
-                                    search_space=TINY, storage=tmp_path, name="api",
-                                    evaluate=False, synthetic_samples=20,
-                                    settings={"epochs": 1}))  # TINY's 2 epochs halved
-    study = tmp_path / "api"
+    name = study.name
     grid = result.result_grid
-    assert isinstance(grid, ResultGrid) and len(grid) == 2 and not grid.errors
+    assert isinstance(grid, ResultGrid) and len(grid) == trials and not grid.errors
     best = grid.get_best_result(metric="score", mode="max")
     assert best.metrics["score"] == pytest.approx(result.best_score)
     assert best.metrics["trial_id"] == result.best_trial
     # Optuna's study: in the study directory, owner-only, readable by Optuna itself.
     journal = study / OPTUNA_JOURNAL
     assert stat.S_IMODE(journal.stat().st_mode) == 0o600
-    assert optuna.get_all_study_names(JournalStorage(JournalFileBackend(str(journal)))) == ["tune"]
-    frame = optuna.load_study(study_name="tune", storage=JournalStorage(
-        JournalFileBackend(str(journal)))).trials_dataframe()
-    assert len(frame) == 2 and set(frame["state"]) == {"COMPLETE"}
-    assert sorted(frame["value"]) == sorted(t["score"] for t in result.trials)
+    assert optuna.get_all_study_names(JournalStorage(JournalFileBackend(str(journal)))) == [
+        f"{name}:tune"]  # named after the study (optuna-dashboard lists it so)
+    loaded = optuna.load_study(study_name=f"{name}:tune", storage=JournalStorage(
+        JournalFileBackend(str(journal))))
+    frame = loaded.trials_dataframe()
+    # Optuna names the column after the objective's name, where the study has one.
+    value = "value" if loaded.metric_names is None else f"value_{loaded.metric_names[0]}"
+    assert len(frame) == trials and set(frame["state"]) == {"COMPLETE"}
+    assert sorted(frame[value]) == sorted(t["score"] for t in result.trials)
     params = {c for c in frame.columns if c.startswith("params_")}
     assert params and params <= {"params_mu", "params_lr_d", "params_budget_split.classifier",
                                  "params_budget_split.conv2", "params_budget_split.dpagg"}
     assert not [c for c in frame.columns if c.startswith("user_attrs_")]
-    assert load_optuna_study(study).trials_dataframe()["value"].tolist() == \
-        frame["value"].tolist()
+    assert load_optuna_study(study).trials_dataframe()[value].tolist() == \
+        frame[value].tolist()
     # Nothing beyond the proposals and the final scores: no per-epoch value, no user
     # attribute; every stored value is a score Tune's result.json holds.
     ops = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     assert not {op["op_code"] for op in ops} & FORBIDDEN_OPS
     reported = {json.loads(line).get("score") for path in study.glob("tune/*/result.json")
                 for line in path.read_text().splitlines() if line.strip()}
-    assert set(frame["value"]) <= reported
+    assert set(frame[value]) <= reported

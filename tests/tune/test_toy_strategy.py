@@ -73,12 +73,18 @@ def test_the_toy_passes_the_strategy_contract(toy: SearchStrategy, tmp_path: Pat
 @pytest.mark.slow
 def test_a_toy_strategy_runs_a_study_end_to_end(toy: SearchStrategy, ray_local,
                                                 tmp_path: Path) -> None:
+    """Also: its one 1-worker trial trains in process (tests/tune/test_trial_in_process.py;
+    one study serves both, at TINY's own 2 epochs)."""
     from raydp_synth.tune.study import StudyRequest, run_study
+    from tests.tune.test_trial_in_process import (
+        check_a_one_worker_trial_trained_in_process,
+        train_workers,
+    )
 
+    workers_before = train_workers()
     result = run_study(StudyRequest(
-        method="dpaf", epsilon=6.0, delta=1e-5, trials=1, selection=toy.name, sampler="random",
-        search_space=TINY, storage=tmp_path, name="toy", evaluate=False, synthetic_samples=20,
-        settings={"epochs": 1}))
+        method="dpaf", epsilon=6.0, delta=1e-5, trials=1, strategy=toy.name, sampler="random",
+        search_space=TINY, storage=tmp_path, name="toy", evaluate=False, synthetic_samples=20))
     study = tmp_path / "toy"
     entries = Ledger(study / "ledger.jsonl").entries()
     header, grants = entries[0], [e for e in entries if e["kind"] == "grant"]
@@ -87,3 +93,4 @@ def test_a_toy_strategy_runs_a_study_end_to_end(toy: SearchStrategy, ray_local,
     assert statement["details"]["study"]["mode"] == "compose" and statement["epsilon"] <= 6.0
     assert json.loads((study / "study.json").read_text())["request"]["selection"] == toy.name
     assert result.best_trial == grants[0]["trial_id"] and len(result.trials) == 1
+    check_a_one_worker_trial_trained_in_process(study, result, workers_before)

@@ -5,12 +5,13 @@ reports only allowed keys; a multi-worker trial stays on Ray Train."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from raydp_synth.tune.trial import in_process, trial_resources
-from tests.tune.test_study import TINY
 
 
 def _settings(workers: int, use_gpu: bool = False, gpus_per_worker: float = 1.0,
@@ -35,27 +36,28 @@ def test_a_one_worker_trial_holds_its_loops_resources_and_a_multi_worker_one_doe
     assert not in_process(_settings(1, trial_loop="ray-train"))  # --trial-loop ray-train
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-def test_a_one_worker_trial_trains_in_process_with_the_same_files_and_allowed_reports(
-        ray_local, tmp_path) -> None:
+def train_workers() -> set[str]:
+    """The Ray Train worker actors of the connected cluster, by actor id."""
     from ray._private import state
+
+    return {aid for aid, info in state.actors().items()
+            if info["ActorClassName"] == "RayTrainWorker"}
+
+
+def check_a_one_worker_trial_trained_in_process(study: Path, result: Any,
+                                                workers_before: set[str]) -> None:
+    """A study of one 1-worker trial (TINY's 2 epochs) trained in process, with the same
+    files and allowed reports: no Ray Train worker group was started (``workers_before``:
+    :func:`train_workers` before the study).
+
+    Checked on the study of tests/tune/test_toy_strategy.py (compose-priced, one
+    1-worker trial of TINY): one study serves both, CI's time is the suite's."""
     from ray.tune.result import AUTO_RESULT_KEYS
 
     from raydp_synth.methods import get_method
-    from raydp_synth.tune.study import StudyRequest, run_study
     from raydp_synth.tune.trial import TRIAL_CHECKPOINT, TRIAL_METRICS, TRIAL_TIMING
 
-    def train_workers() -> set[str]:
-        return {aid for aid, info in state.actors().items()
-                if info["ActorClassName"] == "RayTrainWorker"}
-
-    before = train_workers()
-    result = run_study(StudyRequest(method="dpaf", epsilon=6.0, delta=1e-5, trials=1,
-                                    search_space=TINY, storage=tmp_path, name="in-process",
-                                    evaluate=False, synthetic_samples=20))
-    assert train_workers() == before  # no Ray Train worker group
-    study = tmp_path / "in-process"
+    assert train_workers() == workers_before  # no Ray Train worker group
     (trial,) = (study / "trials").iterdir()
     assert result.best_trial == trial.name
     timing = json.loads((trial / TRIAL_TIMING).read_text())
