@@ -49,15 +49,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.dashboard.browser import CHROMIUM, dashboard_page
+
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "tune" / "tiny_dpaf.yaml"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]  # a container's small /dev/shm
 #: Ray prints this line (at INFO, hence the study's --verbose) when its local cluster
 #: is up; the port is the first free one from 8265 on.
 DASHBOARD_LINE = re.compile(r"View the dashboard at \S*?(http://[\w.\-]+:\d+)")
@@ -170,56 +167,43 @@ def test_dashboard_lists_the_study_train_run_and_trials(study: Study, tmp_path: 
     deadline = time.monotonic() + DEADLINE_S
     screenshot = Path(os.environ.get("RAYDP_DASHBOARD_SCREENSHOT")
                       or tmp_path / "dashboard_train.png")
-    with playwright_sync.sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM),
-            headless=True, args=CHROMIUM_ARGS, viewport={"width": 1500, "height": 1000})
-        try:
-            page = context.pages[0] if context.pages else context.new_page()
-            page.set_default_timeout(20_000)
+    # Token authentication: the dashboard asks for the token in its dialog.
+    with dashboard_page(playwright_sync, tmp_path / "chromium-profile", study.dashboard,
+                        study.token, height=1000, timeout_ms=20_000) as page:
+        assert any(c["name"] == "ray-authentication-token" for c in page.context.cookies())
 
-            # Token authentication: the dashboard asks for the token in its dialog.
+        # Jobs: the study's driver, running.
+        def study_job() -> bool:
             page.goto(f"{study.dashboard}/#/jobs")
-            page.get_by_role("textbox", name="Authentication Token").fill(study.token)
-            with page.expect_response(lambda r: r.url.endswith("/api/authenticate")) as auth:
-                page.get_by_role("button", name="Submit").click()
-            assert auth.value.status == 200, auth.value.text()
-            assert any(c["name"] == "ray-authentication-token" for c in context.cookies())
+            page.get_by_text("raydp_synth.tune").first.wait_for(timeout=5_000)
+            return "RUNNING" in page.locator("body").inner_text()
 
-            # Jobs: the study's driver, running.
-            def study_job() -> bool:
-                page.goto(f"{study.dashboard}/#/jobs")
-                page.get_by_text("raydp_synth.tune").first.wait_for(timeout=5_000)
-                return "RUNNING" in page.locator("body").inner_text()
+        _poll("the study's job", study_job, study, page, deadline)
 
-            _poll("the study's job", study_job, study, page, deadline)
+        # Ray Train's state API: the trial's Train run, running, in the study's job.
+        def running_train_run() -> list[dict]:
+            response = page.goto(f"{study.dashboard}/api/train/v2/runs/v1")
+            if response is None or not response.ok:
+                return []
+            runs = json.loads(page.locator("body").inner_text())["train_runs"]
+            return [run for run in runs if run["status"] == "RUNNING"]
 
-            # Ray Train's state API: the trial's Train run, running, in the study's job.
-            def running_train_run() -> list[dict]:
-                response = page.goto(f"{study.dashboard}/api/train/v2/runs/v1")
-                if response is None or not response.ok:
-                    return []
-                runs = json.loads(page.locator("body").inner_text())["train_runs"]
-                return [run for run in runs if run["status"] == "RUNNING"]
+        runs = _poll("a running Ray Train run", running_train_run, study, page, deadline)
+        assert [run["name"] for run in runs] == ["train"]  # one trial at a time
+        assert len({run["job_id"] for run in runs}) == 1
 
-            runs = _poll("a running Ray Train run", running_train_run, study, page, deadline)
-            assert [run["name"] for run in runs] == ["train"]  # one trial at a time
-            assert len({run["job_id"] for run in runs}) == 1
+        # Actors: the Tune trial and its Train run's controller and 2 workers.
+        def trial_and_train_actors() -> bool:
+            page.goto(f"{study.dashboard}/#/actors")
+            page.get_by_role("textbox", name="Page Size").fill("50")  # one page
+            page.get_by_text("TrainController").first.wait_for(timeout=5_000)
+            text = page.locator("body").inner_text()
+            return (text.count("RayTrainWorker") >= 2 and all(name in text for name in (
+                "ImplicitFunc", "run_trial", "TrainController", f"accountant-{study.name}")))
 
-            # Actors: the Tune trial and its Train run's controller and 2 workers.
-            def trial_and_train_actors() -> bool:
-                page.goto(f"{study.dashboard}/#/actors")
-                page.get_by_role("textbox", name="Page Size").fill("50")  # one page
-                page.get_by_text("TrainController").first.wait_for(timeout=5_000)
-                text = page.locator("body").inner_text()
-                return (text.count("RayTrainWorker") >= 2 and all(name in text for name in (
-                    "ImplicitFunc", "run_trial", "TrainController", f"accountant-{study.name}")))
-
-            _poll("the trial's actors", trial_and_train_actors, study, page, deadline)
-            screenshot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(screenshot), full_page=True)
-        finally:
-            context.close()
+        _poll("the trial's actors", trial_and_train_actors, study, page, deadline)
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(screenshot), full_page=True)
     assert screenshot.stat().st_size > 10_000
 
 

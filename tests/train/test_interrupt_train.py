@@ -15,59 +15,24 @@ xdist. The CLI now raises such a swallowed first interrupt again
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.interrupted_command import start_command, wait_for_line
+
 TINY = ["dpaf", "--epsilon", "4", "--set", "epochs=1", "--set", "classifier_epochs=0.2",
         "--set", "base_width=8", "--synthetic-samples", "20"]
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    env.pop("RAY_ADDRESS", None)
-    # Standard error to a file: a pipe nobody reads while the test waits for a line on
-    # standard output would fill with Ray's lines and block the command.
-    return subprocess.Popen(
-        [sys.executable, "-m", "raydp_synth.train", *args], cwd=cwd, env=env,
-        stdout=subprocess.PIPE, stderr=(cwd / "stderr.txt").open("w"), text=True,
-        # As at a terminal: a background shell's children inherit SIGINT ignored.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
-def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float) -> list[str]:
-    """Read standard output (in a thread that keeps draining it afterwards) until a
-    line holds ``needle``."""
-    seen: list[str] = []
-    found = threading.Event()
-
-    def drain() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            seen.append(line)
-            if needle in line:
-                found.set()
-
-    threading.Thread(target=drain, daemon=True).start()
-    if not found.wait(timeout):
-        raise AssertionError(f"no line with {needle!r} in {timeout} s: {''.join(seen)[-3000:]}")
-    return seen
-
-
 def test_sigint_in_evaluation_keeps_the_release_and_says_how_to_rerun_it(tmp_path) -> None:
     out = tmp_path / "run"
-    proc = _start([*TINY, "--out", str(out)], tmp_path)
+    proc = start_command("raydp_synth.train", [*TINY, "--out", str(out)], tmp_path)
     try:
-        _wait_for_line(proc, "evaluating run", timeout=400)
+        wait_for_line(proc, "evaluating run", timeout=400)
         time.sleep(1)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)  # not communicate: Ray's processes may keep the pipe
@@ -85,9 +50,9 @@ def test_sigint_in_evaluation_keeps_the_release_and_says_how_to_rerun_it(tmp_pat
 
 def test_a_second_sigint_exits_at_once(tmp_path) -> None:
     out = tmp_path / "run"
-    proc = _start([*TINY, "--no-eval", "--out", str(out)], tmp_path)
+    proc = start_command("raydp_synth.train", [*TINY, "--no-eval", "--out", str(out)], tmp_path)
     try:
-        _wait_for_line(proc, "plan epsilon", timeout=300)
+        wait_for_line(proc, "plan epsilon", timeout=300)
         time.sleep(2)
         proc.send_signal(signal.SIGINT)
         time.sleep(0.3)

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from raydp_synth.accountant.core import LEDGER_NAME
-from tests.train.test_interrupt_train import _wait_for_line
+from tests.interrupted_command import start_command, wait_for_line
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).with_name("tiny_dpaf.yaml")
@@ -91,24 +91,12 @@ PHASES_ARGV = ["dpaf", "--trials", "1", "--epsilon", "4", "--search-space", str(
                "--synthetic-samples", "100000", "--name", "s"]
 
 
-def _start_tune(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
-    """``python -m raydp_synth.tune ARGV``, standard output piped (for the phase's
-    line), standard error to ``cwd/stderr.txt`` (appended: a pipe nobody reads would
-    fill with Ray's lines and block the command)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    env.pop("RAY_ADDRESS", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "raydp_synth.tune", *argv], cwd=cwd, env=env,
-        stdout=subprocess.PIPE, stderr=(cwd / "stderr.txt").open("a"), text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
 def _interrupt_at(proc: subprocess.Popen[str], line: str, timeout: float,
                   ledger: Path) -> tuple[bytes, list[str]]:
     """Send one SIGINT as soon as standard output shows ``line``; wait for the exit.
     Returns the ledger's bytes at the signal and the lines seen."""
     try:
-        seen = _wait_for_line(proc, line, timeout=timeout)
+        seen = wait_for_line(proc, line, timeout=timeout)
         proc.send_signal(signal.SIGINT)
         at_signal = ledger.read_bytes()
         proc.wait(timeout=120)  # not communicate: Ray's processes may keep the pipe
@@ -134,7 +122,8 @@ def interrupted_in_release(tmp_path_factory) -> tuple[Path, Path, int, str]:
     command's folder, its exit code, its standard error)."""
     cwd = tmp_path_factory.mktemp("release-phase")
     storage = cwd / "studies"
-    proc = _start_tune([*PHASES_ARGV, "--storage", str(storage)], cwd)
+    proc = start_command("raydp_synth.tune", [*PHASES_ARGV, "--storage", str(storage)], cwd,
+                         append_stderr=True)
     at_signal, _ = _interrupt_at(proc, "releasing the best trial of study s", 600,
                                  storage / "s" / LEDGER_NAME)
     _ledger_intact(storage / "s", at_signal)
@@ -165,7 +154,9 @@ def test_sigint_in_the_evaluation_keeps_the_release_and_says_how_to_rerun_it(
     releases), and interrupted again in its evaluation."""
     storage, cwd, _, _ = interrupted_in_release
     study = storage / "s"
-    proc = _start_tune([*PHASES_ARGV, "--storage", str(storage), "--resume"], cwd)
+    proc = start_command("raydp_synth.tune",
+                         [*PHASES_ARGV, "--storage", str(storage), "--resume"], cwd,
+                         append_stderr=True)
     at_signal, seen = _interrupt_at(proc, "evaluating s:", 600, study / LEDGER_NAME)
     err = (cwd / "stderr.txt").read_text()
     assert proc.returncode == 130, err[-3000:]

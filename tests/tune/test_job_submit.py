@@ -39,15 +39,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.dashboard.browser import CHROMIUM, dashboard_page
+
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).with_name("tiny_dpaf.yaml")
 VENV_BIN = Path(sys.executable).parent
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 STUDY = "job"
 SUBMISSION = "raydp-synth-test-job"
 TRIALS = 2
@@ -236,34 +234,22 @@ def test_the_jobs_page_shows_each_trials_score_and_epsilon_and_the_budget(
     expected.append(f"of epsilon 4, delta 1e-05 (compose); {TRIALS} of at most {TRIALS} "
                     "trials granted")
     screenshot = tmp_path / "jobs_page_budget.png"
-    with playwright_sync.sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM),
-            headless=True, args=CHROMIUM_ARGS, viewport={"width": 1500, "height": 1400})
-        try:
-            page = context.pages[0] if context.pages else context.new_page()
-            page.set_default_timeout(30_000)
-            page.goto(f"{head.address}/#/jobs")
-            page.get_by_role("textbox", name="Authentication Token").fill(head.token)
-            with page.expect_response(lambda r: r.url.endswith("/api/authenticate")) as auth:
-                page.get_by_role("button", name="Submit").click()
-            assert auth.value.status == 200, auth.value.text()
-            page.get_by_text(SUBMISSION).first.wait_for()
-            assert "SUCCEEDED" in page.locator("body").inner_text()
+    with dashboard_page(playwright_sync, tmp_path / "chromium-profile", head.address,
+                        head.token, height=1400, timeout_ms=30_000) as page:
+        page.get_by_text(SUBMISSION).first.wait_for()
+        assert "SUCCEEDED" in page.locator("body").inner_text()
 
-            page.goto(f"{head.address}/#/jobs/{SUBMISSION}")
-            page.get_by_role("textbox", name="Keyword").first.fill("raydp_synth")
-            deadline = time.monotonic() + 60
-            text = ""
-            while time.monotonic() < deadline:
-                text = page.locator("body").inner_text()
-                if all(line in text for line in expected):
-                    break
-                time.sleep(1)
-            page.screenshot(path=str(screenshot))  # the job, its log: the viewport
-            (tmp_path / "jobs_page.txt").write_text(text)
-        finally:
-            context.close()
+        page.goto(f"{head.address}/#/jobs/{SUBMISSION}")
+        page.get_by_role("textbox", name="Keyword").first.fill("raydp_synth")
+        deadline = time.monotonic() + 60
+        text = ""
+        while time.monotonic() < deadline:
+            text = page.locator("body").inner_text()
+            if all(line in text for line in expected):
+                break
+            time.sleep(1)
+        page.screenshot(path=str(screenshot))  # the job, its log: the viewport
+        (tmp_path / "jobs_page.txt").write_text(text)
     if os.environ.get("RAYDP_SYNTH_SCREENSHOTS"):
         folder = Path(os.environ["RAYDP_SYNTH_SCREENSHOTS"])
         folder.mkdir(parents=True, exist_ok=True)
