@@ -35,6 +35,14 @@ Strategies (each at the same total ``--epsilon``, the whole search counted):
 * ``restarts``: random stopping with ``--default-share 1``: every trial is the default
   configuration, and the study releases the best of K restarts by their private
   scores (Papernot & Steinke's repeat-and-select with the default as the repeat).
+* ``draw:I``: one ``train`` run at the whole ``--epsilon`` with the I-th public draw
+  of the method's packaged search space (Optuna's random sampler, seed I, on the
+  space fitted to the dataset's public facts; ``--config`` of a JSON file written
+  under ``--out``). ``--ceiling N`` adds ``draw:0`` .. ``draw:N-1``, and the summary
+  then has a ``ceiling`` row: per seed, the best released CAS of the default run and
+  the N draws, chosen on the evaluation's CAS (the test split, without noise). That is
+  no private search: it is the headroom, what a search of N+1 configurations could
+  reach if choosing cost nothing, against which each private strategy is read.
 
 A strategy may carry its own setting, ``NAME:VALUE``, to compare variants in one
 table: the number of trials of ``compose:3`` / ``random-stopping:3`` /
@@ -67,7 +75,9 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 SMALL_FILES = ("run.json", "study.json", "release/privacy.json", "evaluation.json",
                "score.json", "timing.json", "bench_wall.json")
@@ -96,7 +106,11 @@ STRATEGIES: dict[str, tuple[str, list[str]]] = {
     "subsampled-anchored": ("raydp_synth.tune", [
         *_SUBSAMPLED, "--default-share", "{default_share}"]),
     "restarts": ("raydp_synth.tune", [*_RANDOM_STOPPING, "--default-share", "1"]),
+    "draw": ("raydp_synth.train", []),
 }
+
+#: The summary's row of the best of the default run and the draws, per seed.
+CEILING = "ceiling"
 
 
 #: strategy -> the placeholder that ``NAME:VALUE`` sets, and the label's prefix.
@@ -105,6 +119,7 @@ VARIANTS: dict[str, tuple[str, str]] = {
     "subsampled": ("fraction", "q"), "dp-hypo": ("hypo_c", "c"), "run": ("epochs", "e"),
     "random-stopping-anchored": ("default_share", "p"),
     "subsampled-anchored": ("default_share", "p"), "dp-hypo-anchored": ("hypo_c", "c"),
+    "draw": ("draw", "i"),
 }
 
 
@@ -115,6 +130,8 @@ def parse_strategy(item: str) -> tuple[str, str | None]:
         raise SystemExit(f"error: unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
     if value and name not in VARIANTS:
         raise SystemExit(f"error: strategy {name!r} takes no :VALUE")
+    if name == "draw" and not value.isdigit():
+        raise SystemExit(f"error: {item!r}: a draw is draw:I, I = 0, 1, ...")
     if value:
         try:
             float(value)
@@ -127,6 +144,35 @@ def strategy_label(item: str) -> str:
     """The cell label of a strategy item: ``compose:3`` -> ``compose-n3``."""
     name, value = parse_strategy(item)
     return name if value is None else f"{name}-{VARIANTS[name][1]}{value}"
+
+
+def draw_file(out: Path, method: str, dataset: str, index: int) -> Path:
+    """Where the settings of ``method``'s draw ``index`` on ``dataset`` are written."""
+    return out / "draws" / f"{method}-{dataset.split(':')[0]}-draw{index}.json"
+
+
+def draw_settings(method: str, dataset: str, indices: list[int], *,
+                  settings: Sequence[str] = ()) -> dict[int, dict[str, Any]]:
+    """The settings of draw ``i`` for each ``i`` in ``indices``: Optuna's random
+    sampler with seed ``i`` on ``method``'s packaged search space, fitted to the public
+    facts of ``dataset``'s training split (as a study fits it), with the ``--set``
+    keys ``settings`` fixed (not drawn). Public: nothing of the data but its facts."""
+    import optuna
+
+    from raydp_synth.data import data_info, load_training_data
+    from raydp_synth.tune.search_space import load_search_space
+
+    splits, _ = load_training_data(dataset, public=None)
+    fixed = dict(item.split("=", 1) for item in settings)
+    space = load_search_space(None, method, data_info(splits.train, None)).with_fixed(fixed)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    draws = {}
+    for index in indices:
+        trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=index)).ask()
+        space.define_by_run(trial)
+        drawn = space.settings_from_trial_config(trial.params)
+        draws[index] = {k: v for k, v in drawn.items() if k not in fixed}
+    return draws
 
 
 def _method_settings(items: list[str]) -> dict[str, list[str]]:
@@ -165,6 +211,8 @@ def command_for(args: argparse.Namespace, *, method: str, epsilon: str, strategy
         command += ["--set", setting]
     if name == "run" and value is not None:
         command += ["--set", f"epochs={value}"]
+    if name == "draw":
+        command += ["--config", str(draw_file(args.out, method, args.dataset, int(value)))]
     search = module == "raydp_synth.tune"
     if search and args.gpus_per_trial is not None:
         # tune's --gpus-per-trial F is the trial's GPU request; --use-gpu (one whole GPU
@@ -211,6 +259,20 @@ def _released_cas(directory: Path) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+def _ceilings(by_seed: dict[tuple[str, str, str], dict[int, float]]
+              ) -> dict[tuple[str, str, int], float]:
+    """Per (method, epsilon, seed) with at least one draw: the best CAS of the default
+    run and the draws (the :data:`CEILING` row)."""
+    best: dict[tuple[str, str, int], float] = {}
+    drawn = {key[:2] for key in by_seed if key[2].startswith("draw-")}
+    for (method, epsilon, strategy), values in by_seed.items():
+        if (method, epsilon) in drawn and (strategy == "run" or strategy.startswith("draw-")):
+            for seed, cas in values.items():
+                key = (method, epsilon, seed)
+                best[key] = max(cas, best.get(key, -math.inf))
+    return best
+
+
 def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str:
     """The per-(method, epsilon, strategy) table over seeds, and the goal's check."""
     groups: dict[tuple[str, str, str], list[tuple[float, float | None]]] = defaultdict(list)
@@ -225,6 +287,9 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
             wall = json.loads((directory / "bench_wall.json").read_text()).get("seconds")
         groups[(method, epsilon, strategy)].append((cas, wall))
         by_seed[(method, epsilon, strategy)][seed] = cas
+    for (method, epsilon, seed), best in _ceilings(by_seed).items():
+        groups[(method, epsilon, CEILING)].append((best, None))
+        by_seed[(method, epsilon, CEILING)][seed] = best
 
     def paired(key: tuple[str, str, str]) -> str:
         """Mean and spread over shared seeds of (strategy - run): a seed fixes the
@@ -281,6 +346,9 @@ def main() -> int:
                         help="of the --seeds, run (or evaluate) only these (e.g. 2 or 0,2): "
                              "one process a seed, to run seeds side by side")
     parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--ceiling", type=int, default=0, metavar="N",
+                        help="add the strategies draw:0..draw:N-1 and the summary's "
+                             "ceiling row (the best of the default run and the N draws)")
     parser.add_argument("--tune-fraction", type=float, default=0.1)
     parser.add_argument("--hypo-c", type=float, default=2.0)
     parser.add_argument("--default-share", type=float, default=0.5,
@@ -308,6 +376,8 @@ def main() -> int:
     args = parser.parse_args()
 
     strategies = args.strategies.split(",")
+    strategies += [f"draw:{i}" for i in range(args.ceiling)
+                   if f"draw:{i}" not in strategies]
     for item in strategies:
         parse_strategy(item)
     if "public" in strategies and not args.public_tuning:
@@ -324,6 +394,18 @@ def main() -> int:
                              f"0..{args.seeds - 1} (--seeds {args.seeds})")
         seeds = only
     dataset_name = args.dataset.split(":")[0]
+    draws = sorted(int(item.partition(":")[2]) for item in strategies
+                   if item.startswith("draw:"))
+    if draws and not args.evaluate_only:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        dataset = args.dataset if not args.data_dir else f"{args.dataset}:{args.data_dir}"
+        for method in args.methods.split(","):
+            for index, drawn in draw_settings(method, dataset, draws,
+                                              settings=settings.get(method, [])).items():
+                path = draw_file(args.out, method, args.dataset, index)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(drawn, indent=1, sort_keys=True) + "\n")
+                print(f"[bench] draw {index} of {method}: {json.dumps(drawn, sort_keys=True)}")
     cells = []
     failed = []
     for method in args.methods.split(","):

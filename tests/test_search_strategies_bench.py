@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -30,7 +31,8 @@ bench = _bench()
 def _args(**overrides) -> argparse.Namespace:
     base = dict(trials=8, tune_fraction=0.1, hypo_c=2.0, public_tuning="parquet:P",
                 default_share=0.5, dataset="digits", delta=1e-5, data_dir=None, public=None,
-                use_gpu=False, gpus_per_trial=None, max_concurrent=None, no_eval=False)
+                use_gpu=False, gpus_per_trial=None, max_concurrent=None, no_eval=False,
+                out=Path("bench/runs/strategies"))
     return argparse.Namespace(**{**base, **overrides})
 
 
@@ -141,10 +143,46 @@ def test_only_seeds_runs_those_seeds_alone(tmp_path, monkeypatch, capsys) -> Non
             bench.main()
 
 
-@pytest.mark.parametrize("item", ["nope", "public:3", "compose:x"])
+@pytest.mark.parametrize("item", ["nope", "public:3", "compose:x", "draw", "draw:0.5"])
 def test_bad_strategies_are_refused(item) -> None:
     with pytest.raises(SystemExit):
         bench.parse_strategy(item)
+
+
+def test_a_draw_is_a_run_of_a_public_draw_of_the_search_space(tmp_path) -> None:
+    """draw:I trains the method's packaged space's I-th random draw at the whole
+    epsilon: a fixed, valid configuration, the same for every seed and every call."""
+    from raydp_synth.data import data_info, load_training_data
+    from raydp_synth.methods import get_method
+
+    draws = bench.draw_settings("dpaf", "digits", [0, 1], settings=["epochs=2"])
+    assert draws == bench.draw_settings("dpaf", "digits", [0, 1], settings=["epochs=2"])
+    assert draws[0] != draws[1] and "epochs" not in draws[0]  # --set keys are not drawn
+    splits, _ = load_training_data("digits", public=None)
+    for drawn in draws.values():
+        get_method("dpaf").make_config({**drawn, "seed": 0}, data_info(splits.train, None))
+    assert bench.strategy_label("draw:3") == "draw-i3"
+    command = bench.command_for(_args(out=tmp_path), method="dpaf", epsilon="10",
+                                strategy="draw:3", seed=1, run_dir=tmp_path / "cell", settings=[])
+    assert command[1:3] == ["-m", "raydp_synth.train"]
+    at = command.index("--config")
+    assert command[at + 1] == str(tmp_path / "draws" / "dpaf-digits-draw3.json")
+
+
+def test_the_ceiling_row_is_the_best_of_the_run_and_the_draws_per_seed(tmp_path) -> None:
+    cas = {("run", 0): 0.50, ("run", 1): 0.60, ("draw-i0", 0): 0.55, ("draw-i0", 1): 0.40,
+           ("draw-i1", 0): 0.45, ("compose", 0): 0.90}
+    cells = []
+    for (strategy, seed), value in cas.items():
+        name = f"dpaf-digits-eps1-{strategy}-s{seed}"
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "evaluation.json").write_text(
+            json.dumps({"final": {"cas_cnn": value, "cas_logreg": value}}))
+        cells.append((name, "dpaf", "1", strategy, seed))
+    table = bench.summarise(tmp_path, cells)
+    row = next(line for line in table.splitlines() if "| ceiling |" in line)
+    # seed 0: max(0.50, 0.55, 0.45) = 0.55; seed 1: max(0.60, 0.40) = 0.60; compose is no draw
+    assert "| 2 | 0.575 |" in row and "+0.025 ± 0.035" in row
 
 
 _ROW = re.compile(r"^\| (?P<method>[\w-]+) \| (?P<epsilon>[\d.]+) \| (?P<strategy>[\w.-]+) \| "

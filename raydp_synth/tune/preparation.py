@@ -48,7 +48,6 @@ def prepare(request: StudyOptions) -> PreparedStudy:
     splits, public = load_training_data(request.dataset, public=declared, seed=request.seed,
                                         check_overlap=True)
     if request.public_validation:  # loads, and is not a copy of the sensitive data
-
         check_content_overlap(
             public_records(request.public_validation, like=splits.train, seed=request.seed),
             splits, what=f"--public-validation {request.public_validation}")
@@ -59,7 +58,6 @@ def prepare(request: StudyOptions) -> PreparedStudy:
     score_share = 0.0 if request.public_validation else request.score_share
     default = method.make_config({**space.fixed, "seed": request.seed}, data)
     if request.restarts:
-
         check_restarts_point(space.params, space.default_point(config_to_dict(default)))
     prepared = request.search_strategy.prepare(request, PreparedStudy(
         name=name, study_dir=study_dir, method=method, data=data, public=declared,
