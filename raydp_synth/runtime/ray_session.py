@@ -21,6 +21,7 @@ from raydp_synth.log import (
     warnings_env,
     worker_env,
 )
+from raydp_synth.paths import JOB_CONFIG_ENV
 from raydp_synth.runtime.local_cluster import (
     keep_requested,
     loopback_node,
@@ -32,9 +33,6 @@ from raydp_synth.runtime.local_cluster import (
 __all__ = ["ensure_ray", "filter_worker_logs"]
 
 _LOG = logging.getLogger(__name__)
-
-#: Where a ``ray job submit`` driver finds its job's config (and runtime environment).
-JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 
 #: Ray settings every process of a run or study gets (a local cluster inherits them
 #: from the driver; a cluster in ``RAY_ADDRESS`` receives them in the job's runtime
