@@ -2,7 +2,7 @@
 settings it was started with, and a finished study is left as it is.
 
 A study's ``study.json`` records the request it was started with
-(:func:`raydp_synth.tune.study.request_json`). A resume continues that search on the
+(:func:`request_json`). A resume continues that search on the
 same ledger, so every setting that decides what the trials are, how they are priced
 or what is released must be the recorded one: a resume with another method would
 otherwise train and release another method's generator under the statement of the
@@ -27,12 +27,19 @@ import dataclasses
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raydp_synth.errors import ConfigError
 
-__all__ = ["MAY_CHANGE_ON_RESUME", "check_finished", "check_re_evaluate_request",
-           "check_same_settings", "is_finished"]
+if TYPE_CHECKING:
+    from raydp_synth.tune.study import StudyRequest
+
+__all__ = ["MAY_CHANGE_ON_RESUME", "PERSISTED_KEYS", "check_finished",
+           "check_re_evaluate_request", "check_same_settings", "is_finished", "request_json"]
+
+#: Request fields ``study.json`` records under another (earlier) name: the strategy's
+#: name keeps its key ``"selection"``, so that older studies and tools read it as before.
+PERSISTED_KEYS = {"strategy": "selection"}
 
 #: The request's fields that a resume may change: how and where the trials run, where
 #: the study lives, and the curator's evaluation. Nothing here changes what a trial
@@ -44,13 +51,23 @@ MAY_CHANGE_ON_RESUME = frozenset({
 })
 
 
+def request_json(request: StudyRequest) -> dict[str, Any]:
+    """The request as ``study.json`` records it (paths as strings, fields under their
+    :data:`PERSISTED_KEYS`), which a ``--resume`` is checked against
+    (:func:`check_same_settings`, and the strategy's
+    :meth:`~raydp_synth.tune.strategies.base.SearchStrategy.check_resumed`)."""
+    return {PERSISTED_KEYS.get(k, k): (str(v) if isinstance(v, Path) else v)
+            for k, v in dataclasses.asdict(request).items()}
+
+
 def _as_recorded(value: Any) -> Any:
     """``value`` as study.json records it (paths as strings, tuples as lists)."""
     return json.loads(json.dumps(value, default=str))
 
 
 def _flag(key: str) -> str:
-    """The command-line option of the request's field ``key``."""
+    """The command-line option of study.json's key ``key``."""
+    key = next((field for field, persisted in PERSISTED_KEYS.items() if persisted == key), key)
     if key == "method":
         return "METHOD"
     if key == "settings":
@@ -74,7 +91,7 @@ def check_same_settings(request: Any, study_dir: Path) -> None:
         ConfigError: naming the option, the study's value and the requested one.
     """
     recorded = json.loads((study_dir / "study.json").read_text()).get("request", {})
-    asked = _as_recorded(dataclasses.asdict(request))
+    asked = _as_recorded(request_json(request))
     for key, theirs in recorded.items():
         if key in MAY_CHANGE_ON_RESUME or key not in asked:
             continue

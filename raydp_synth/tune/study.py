@@ -25,7 +25,7 @@ import logging
 import math
 import os
 import shlex
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,7 @@ from raydp_synth.tune.affordability import check_first_trial_affordable
 from raydp_synth.tune.optuna_searcher import first_points, optuna_search
 from raydp_synth.tune.preparation import prepare
 from raydp_synth.tune.prepared_study import PreparedStudy
-from raydp_synth.tune.resume_checks import check_re_evaluate_request
+from raydp_synth.tune.resume_checks import check_re_evaluate_request, request_json
 from raydp_synth.tune.search_space.anchored import check_restarts, validate_default_share
 from raydp_synth.tune.strategies.registry import get_strategy, requested_strategy
 from raydp_synth.tune.study_release import no_release_message, re_evaluate, release_best
@@ -353,20 +353,6 @@ def _with_absolute_paths(request: StudyRequest) -> StudyRequest:
     if request.tune_on_public is not None:
         request = replace(request, tune_on_public=absolute_spec(request.tune_on_public))
     return request
-
-
-def request_json(request: StudyRequest) -> dict[str, Any]:
-    """The request as ``study.json`` records it (paths as strings), which a
-    ``--resume`` is checked against (the strategy's
-    :meth:`~raydp_synth.tune.strategies.base.SearchStrategy.check_resumed`). The
-    strategy's name keeps its persisted key ``"selection"`` (the request field's
-    former name), so that older studies and tools read it as before."""
-    return {_PERSISTED_KEYS.get(k, k): (str(v) if isinstance(v, Path) else v)
-            for k, v in asdict(request).items()}
-
-
-#: Request fields ``study.json`` records under another (earlier) name.
-_PERSISTED_KEYS = {"strategy": "selection"}
 
 
 def _start_accountant(request: StudyRequest, prepared: PreparedStudy) -> Any:

@@ -142,6 +142,25 @@ def test_every_recorded_setting_is_checked_on_resume(tmp_path) -> None:
         assert flag in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_resume_with_another_strategy_is_refused_by_its_flag(tmp_path) -> None:
+    """study.json records the strategy under its persisted key ("selection"): the
+    check compares it all the same, and names the flag the user types."""
+    from raydp_synth.tune.resume_checks import check_same_settings
+    from raydp_synth.tune.study import request_json
+
+    started = StudyRequest(method="dpaf", epsilon=4.0, delta=1e-5, trials=2, sampler="random",
+                           storage=tmp_path, name="s")
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "study.json").write_text(json.dumps({"request": request_json(started)}))
+    resumed = StudyRequest(method="dpaf", epsilon=4.0, delta=1e-5, trials=2, sampler="random",
+                           strategy="random-stopping", default_share=0.0, storage=tmp_path,
+                           name="s", resume=True)
+    with pytest.raises(ConfigError, match="was started with --strategy compose, not "
+                                          "random-stopping") as err:
+        check_same_settings(resumed, tmp_path / "s")
+    assert "\n" not in str(err.value)
+
+
 def test_re_evaluate_needs_resume_and_the_evaluation(tmp_path) -> None:
     with pytest.raises(ConfigError, match="add --resume"):
         StudyRequest(method="dpaf", epsilon=4.0, delta=1e-5, storage=tmp_path,
