@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import ray
 from ray.tune import Callback, CLIReporter
 
 from raydp_synth.accountant import get_accountant
@@ -134,8 +135,6 @@ class StatusPoll:
         and waits up to ``wait_s`` for its answer. Never raises: the table and the
         lines must not stop a study (an accountant that cannot answer leaves the last
         status shown)."""
-        import ray
-
         try:
             if self._pending is None:
                 if self._handle is None:
@@ -227,12 +226,8 @@ class StudySummaryLog(Callback):
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         status = self._grants(wait_s=5.0)
-        if status is None:
-            return
-        if status["mode"] in LIVE_MODES:
+        if status is not None:  # budget_line states the budget alone outside LIVE_MODES
             _LOG.info(f"study {self.study}: search done; {budget_line(status, trials=self.trials)}")
-        else:
-            _LOG.info(f"study {self.study}: search done; {budget_line(status)}")
 
 
 def with_study_progress(run_config: Any, study: Any) -> Any:
