@@ -68,8 +68,6 @@ __all__ = [
     "load_dataset",
     "load_raw",
     "parse_dataset_spec",
-    "with_data_dir",
-    "with_num_classes",
 ]
 
 NAMED_KINDS = tuple(NAMED_DATASETS)
@@ -428,31 +426,9 @@ def declared_dataset(text: str, *, num_classes: int | None = None,
     return parse_dataset_spec(text).with_num_classes(num_classes).with_data_dir(data_dir)
 
 
-def with_data_dir(spec: str, data_dir: str | None) -> str:
-    """The spec string with ``--data-dir`` folded in (:meth:`DatasetSpec.with_data_dir`).
-
-    Raises:
-        DataError: a malformed spec, or a ``data_dir`` that does not fit it.
-    """
-    return spec if data_dir is None else str(parse_dataset_spec(spec).with_data_dir(data_dir))
-
-
 def _same_path(path: str) -> str:
     """A local path made absolute, ``~`` expanded."""
     return os.path.abspath(os.path.expanduser(path))
-
-
-def with_num_classes(spec: str, num_classes: int | None) -> str:
-    """The spec string with ``--num-classes`` folded in
-    (:meth:`DatasetSpec.with_num_classes`).
-
-    Raises:
-        DataError: a malformed spec, a count < 1, or a spec that already declares
-            another count.
-    """
-    if num_classes is None:
-        return spec
-    return str(parse_dataset_spec(spec).with_num_classes(num_classes))
 
 
 def absolute_spec(spec: str) -> str:

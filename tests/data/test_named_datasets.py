@@ -23,11 +23,10 @@ from raydp_synth.data.fetch import download_declared
 from raydp_synth.data.public import public_with_data_dir
 from raydp_synth.data.spec import (
     absolute_spec,
+    declared_dataset,
     load_dataset,
     load_raw,
     parse_dataset_spec,
-    with_data_dir,
-    with_num_classes,
 )
 from raydp_synth.data.transforms import resize_uint8, to_unit_range
 from raydp_synth.errors import DataError
@@ -107,16 +106,16 @@ def test_a_bare_name_resolves_to_the_default_cache_folder(tmp_path, monkeypatch)
 
 
 def test_data_dir_is_folded_into_a_named_spec_only(tmp_path) -> None:
-    assert with_data_dir("mnist", "D") == "mnist:D"
-    assert with_data_dir(with_num_classes("celeba:64", 2), "/d") == "celeba:64:/d"
-    assert with_data_dir("mnist:/d", "/d") == "mnist:/d"
-    assert with_data_dir("idx:/x", None) == "idx:/x"
+    assert str(declared_dataset("mnist", data_dir="D")) == "mnist:D"
+    assert str(declared_dataset("celeba:64", num_classes=2, data_dir="/d")) == "celeba:64:/d"
+    assert str(declared_dataset("mnist:/d", data_dir="/d")) == "mnist:/d"
+    assert str(declared_dataset("idx:/x", data_dir=None)) == "idx:/x"
     for spec in ("idx:/x", "digits", "parquet:s3://b/x.parquet"):
         with pytest.raises(DataError) as e:
-            with_data_dir(spec, str(tmp_path))
+            declared_dataset(spec, data_dir=str(tmp_path))
         assert "--data-dir is the folder of a named dataset" in message_of(e)
     with pytest.raises(DataError, match="already names the folder /a"):
-        with_data_dir("mnist:/a", "/b")
+        declared_dataset("mnist:/a", data_dir="/b")
 
 
 def test_public_data_of_the_same_named_dataset_shares_its_folder() -> None:

@@ -15,7 +15,7 @@ from raydp_synth.data import (
     parse_dataset_spec,
     write_parquet,
 )
-from raydp_synth.data.spec import with_num_classes
+from raydp_synth.data.spec import declared_dataset
 from raydp_synth.errors import DataError
 
 from .helpers import message_of, write_mnist_dir, write_png
@@ -157,16 +157,16 @@ def test_spec_carries_a_class_declaration(
     assert parse_dataset_spec(str(spec)).source == spec.source
 
 
-def test_with_num_classes_folds_the_option_into_the_spec() -> None:
-    assert with_num_classes("idx:/d", None) == "idx:/d"
-    assert with_num_classes("idx:/d", 10) == "idx:/d:classes=10"
-    assert with_num_classes("idx:/d:classes=10", 10) == "idx:/d:classes=10"
-    assert with_num_classes("digits", 10) == "digits"
+def test_num_classes_is_folded_into_the_spec() -> None:
+    assert str(declared_dataset("idx:/d", num_classes=None)) == "idx:/d"
+    assert str(declared_dataset("idx:/d", num_classes=10)) == "idx:/d:classes=10"
+    assert str(declared_dataset("idx:/d:classes=10", num_classes=10)) == "idx:/d:classes=10"
+    assert str(declared_dataset("digits", num_classes=10)) == "digits"
     with pytest.raises(DataError, match="declared class count 4 disagrees with the dataset "
                                         "spec idx:/d:classes=10"):
-        with_num_classes("idx:/d:classes=10", 4)
+        declared_dataset("idx:/d:classes=10", num_classes=4)
     with pytest.raises(DataError, match="'digits' has 10 classes, not 4"):
-        with_num_classes("digits", 4)
+        declared_dataset("digits", num_classes=4)
 
 
 def test_a_declaration_must_agree_with_the_datasets_own(tmp_path: Path) -> None:
