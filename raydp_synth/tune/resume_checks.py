@@ -27,12 +27,9 @@ import dataclasses
 import json
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raydp_synth.errors import ConfigError
-
-if TYPE_CHECKING:
-    from raydp_synth.tune.study import StudyRequest
 
 __all__ = ["MAY_CHANGE_ON_RESUME", "PERSISTED_KEYS", "check_finished",
            "check_re_evaluate_request", "check_same_settings", "is_finished", "request_json"]
@@ -51,9 +48,9 @@ MAY_CHANGE_ON_RESUME = frozenset({
 })
 
 
-def request_json(request: StudyRequest) -> dict[str, Any]:
-    """The request as ``study.json`` records it (paths as strings, fields under their
-    :data:`PERSISTED_KEYS`), which a ``--resume`` is checked against
+def request_json(request: Any) -> dict[str, Any]:
+    """The request (a :class:`~raydp_synth.tune.study.StudyRequest`) as ``study.json``
+    records it (paths as strings, fields under their :data:`PERSISTED_KEYS`), which a ``--resume`` is checked against
     (:func:`check_same_settings`, and the strategy's
     :meth:`~raydp_synth.tune.strategies.base.SearchStrategy.check_resumed`)."""
     return {PERSISTED_KEYS.get(k, k): (str(v) if isinstance(v, Path) else v)
