@@ -211,11 +211,108 @@ def epsilon_of(
         orders: RDP orders; None for :data:`ORDERS` (used for every stated epsilon).
             Fewer orders give a larger (still valid) epsilon.
     """
+    if orders is not None:
+        leaves = gaussian_leaves(event)
+        if leaves is not None:
+            return _search_epsilon(tuple(leaves), tuple(float(o) for o in orders), delta)
     rdp = _rdp_of(event, orders)
     if np.isnan(rdp).any():
         return math.inf
     return float(rdp_module.compute_epsilon(np.array(ORDERS if orders is None else orders),
                                             rdp, delta)[0])
+
+
+@functools.lru_cache(maxsize=64)
+def _split_orders(orders: tuple[float, ...]) -> tuple[tuple[float, ...],
+                                                     tuple[tuple[float, float | None], ...]]:
+    """The integer orders of ``orders`` and its fractional ones, each with the largest
+    integer order of ``orders`` below it (None if there is none)."""
+    integers = tuple(o for o in orders if float(o).is_integer())
+    fractions = tuple((o, max((i for i in integers if i < o), default=None))
+                      for o in orders if not float(o).is_integer())
+    return integers, fractions
+
+
+def _leaves_rdp(leaves: tuple[Leaf, ...], orders: tuple[float, ...]) -> np.ndarray:
+    """The leaves' composed RDP on ``orders``, as :func:`_rdp_of` composes it."""
+    rdp = np.zeros(len(orders), dtype=np.float64)
+    for sigma, q, count, _discrete in leaves:
+        rdp += count * _step_rdp(sigma, q, orders)
+    return rdp
+
+
+@functools.lru_cache(maxsize=16)
+def _kl_free_floor(delta: float) -> float:
+    """The smallest RDP at which ``compute_epsilon`` uses its order-by-order
+    conversion rather than its Kullback-Leibler shortcut (epsilon 0) at ``delta``."""
+    r = -math.log1p(-delta**2) if delta > 0 else 0.0
+    while delta**2 + math.expm1(-r) > 0:
+        r = math.nextafter(r, math.inf)
+    return r
+
+
+def _fractions_to_evaluate(orders: tuple[float, ...], rdp_int: np.ndarray, best: float,
+                           delta: float) -> tuple[float, ...]:
+    """The fractional orders of ``orders`` whose epsilon could be below ``best``, the
+    minimum over its integer orders (whose RDP is ``rdp_int``): those where
+    dp-accounting's conversion of a lower bound of the order's RDP (the RDP at the
+    integer order below it, at least the conversion's floor) is not above ``best``."""
+    integers, fractions = _split_orders(orders)
+    at = dict(zip(integers, rdp_int.tolist(), strict=True))
+    floor = _kl_free_floor(delta)
+
+    def bound(order: float, below: float | None) -> float:
+        lower = floor if below is None else max(floor, at[below])
+        return float(rdp_module.compute_epsilon([order], [lower], delta)[0])
+
+    return tuple(order for order, below in fractions if not bound(order, below) > best)
+
+
+def _search_epsilon(leaves: tuple[Leaf, ...], orders: tuple[float, ...], delta: float) -> float:
+    """RDP's epsilon of Gaussian ``leaves`` on a search grid ``orders``: the minimum of
+    ``RdpAccountant``'s per-order epsilons, evaluating the slow fractional orders only
+    where they can give it.
+
+    Why a skipped order cannot give the minimum. ``compute_epsilon`` converts each
+    order a separately, by a conversion non-decreasing in that order's RDP (outside
+    its Kullback-Leibler shortcut for an RDP below about delta^2), and states the
+    minimum over orders, floored at 0. Renyi divergence is non-decreasing in its
+    order (van Erven & Harremoes, 2014, "Renyi divergence and Kullback-Leibler
+    divergence", Theorem 3), and so is a composition's (a sum of such curves); so at
+    a fractional order a, the RDP is at least the one at the grid's largest integer
+    order below a (closed form, cheap), and dp-accounting's conversion of that lower
+    bound at order a bounds order a's epsilon from below. An order whose bound already
+    exceeds the minimum found is not evaluated. Each evaluated order's RDP is
+    dp-accounting's (the one-step curves of :func:`_step_rdp`, composed as
+    :func:`_rdp_of` composes them: per order, the same operations), so the minimum is
+    the full grid's number, bit for bit (tests/privacy/test_calibration.py sweeps it).
+
+    Below order 2 the only lower bound is the Kullback-Leibler shortcut's threshold:
+    if a mechanism's RDP at such an order is below about delta^2 (an almost perfectly
+    private mechanism), dp-accounting states 0 there and this search may state a
+    larger epsilon. Either is a valid upper bound: a minimum over a subset of orders
+    is never below the full grid's (each order's epsilon is a valid bound), so a
+    search never understates a price; :data:`~raydp_synth.privacy.pricing.STATED`
+    prices on the full grid, every order evaluated.
+    """
+    integers, fractions = _split_orders(orders)
+    if not integers:
+        rdp = _leaves_rdp(leaves, orders)
+        if np.isnan(rdp).any():
+            return math.inf
+        return float(rdp_module.compute_epsilon(np.array(orders), rdp, delta)[0])
+    rdp_int = _leaves_rdp(leaves, integers)
+    if np.isnan(rdp_int).any():
+        return math.inf
+    best = float(rdp_module.compute_epsilon(np.array(integers), rdp_int, delta)[0])
+    needed = _fractions_to_evaluate(orders, rdp_int, best, delta)
+    if not needed:
+        return best
+    rdp_frac = _leaves_rdp(leaves, needed)
+    if np.isnan(rdp_frac).any():
+        return math.inf
+    return float(rdp_module.compute_epsilon(np.array(integers + needed),
+                                            np.concatenate([rdp_int, rdp_frac]), delta)[0])
 
 
 def compose_epsilon(events: Iterable[dpa.DpEvent], delta: float) -> float:
