@@ -65,7 +65,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from raydp_synth.data import data_info, load_training_data
+from raydp_synth.data import data_info, load_training_data, parse_dataset_spec
 from raydp_synth.data.public import effective_public
 from raydp_synth.methods import get_method
 from raydp_synth.runtime.context import WorkerContext
@@ -280,8 +280,9 @@ def profile_method(name: str, args: argparse.Namespace, overrides: dict[str, Any
                    variant: str = "padded") -> dict[str, Any]:
     method = get_method(name)
     device = torch.device(args.device)
-    public_spec = effective_public(method, args.dataset, None) if method.requires_public else None
-    splits, public = load_training_data(args.dataset, public=public_spec, image_size=args.image_size)
+    dataset = parse_dataset_spec(args.dataset)
+    public_spec = effective_public(method, dataset, None) if method.requires_public else None
+    splits, public = load_training_data(dataset, public=public_spec, image_size=args.image_size)
     info = data_info(splits.train, public)
     values = {**PROFILE_DEFAULTS.get(name, {}), **overrides}
     config = method.make_config(values, info)

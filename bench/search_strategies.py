@@ -159,10 +159,10 @@ def draw_settings(method: str, dataset: str, indices: list[int], *,
     keys ``settings`` fixed (not drawn). Public: nothing of the data but its facts."""
     import optuna
 
-    from raydp_synth.data import data_info, load_training_data
+    from raydp_synth.data import data_info, load_training_data, parse_dataset_spec
     from raydp_synth.tune.search_space import load_search_space
 
-    splits, _ = load_training_data(dataset, public=None)
+    splits, _ = load_training_data(parse_dataset_spec(dataset), public=None)
     fixed = dict(item.split("=", 1) for item in settings)
     space = load_search_space(None, method, data_info(splits.train, None)).with_fixed(fixed)
     optuna.logging.set_verbosity(optuna.logging.WARNING)

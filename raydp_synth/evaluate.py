@@ -21,6 +21,7 @@ from raydp_synth.cli import (
     configure_console_from,
     run_cli,
 )
+from raydp_synth.data.spec import parse_dataset_spec
 from raydp_synth.evaluation.classifiers import CLASSIFIER_KINDS, DEFAULT_CLASSIFIERS
 
 __all__ = ["main"]
@@ -94,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
                                   fid_weights=args.fid_weights,
                                   inception_samples=args.inception_samples,
                                   classifiers=args.classifiers or DEFAULT_CLASSIFIERS)
+    public_reference = (None if args.public_reference is None
+                        else parse_dataset_spec(args.public_reference))
     result = evaluate_run(args.run_dir, dataset=args.dataset,
-                          public_reference=args.public_reference, settings=settings)
+                          public_reference=public_reference, settings=settings)
     print(format_table(result))
     return 0
 

@@ -152,13 +152,13 @@ def test_bad_strategies_are_refused(item) -> None:
 def test_a_draw_is_a_run_of_a_public_draw_of_the_search_space(tmp_path) -> None:
     """draw:I trains the method's packaged space's I-th random draw at the whole
     epsilon: a fixed, valid configuration, the same for every seed and every call."""
-    from raydp_synth.data import data_info, load_training_data
+    from raydp_synth.data import data_info, load_training_data, parse_dataset_spec
     from raydp_synth.methods import get_method
 
     draws = bench.draw_settings("dpaf", "digits", [0, 1], settings=["epochs=2"])
     assert draws == bench.draw_settings("dpaf", "digits", [0, 1], settings=["epochs=2"])
     assert draws[0] != draws[1] and "epochs" not in draws[0]  # --set keys are not drawn
-    splits, _ = load_training_data("digits", public=None)
+    splits, _ = load_training_data(parse_dataset_spec("digits"), public=None)
     for drawn in draws.values():
         get_method("dpaf").make_config({**drawn, "seed": 0}, data_info(splits.train, None))
     assert bench.strategy_label("draw:3") == "draw-i3"

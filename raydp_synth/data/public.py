@@ -38,7 +38,7 @@ import numpy as np
 from raydp_synth.data.dataset import DatasetSplits, ImageDataset
 from raydp_synth.data.spec import (
     NAMED_KINDS,
-    absolute_spec,
+    DatasetSpec,
     load_dataset,
     load_raw,
     parse_dataset_spec,
@@ -51,7 +51,6 @@ __all__ = [
     "PUBLIC_OVERLAP_LIMIT",
     "PUBLIC_OVERLAP_NOTE",
     "PublicDeclaration",
-    "absolute_public_spec",
     "check_content_overlap",
     "check_public_validation",
     "content_overlap",
@@ -62,6 +61,8 @@ __all__ = [
     "public_records",
     "public_with_data_dir",
     "same_source",
+    "validation_with_data_dir",
+    "whole_public_dataset",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -95,15 +96,22 @@ class PublicDeclaration:
     """A parsed ``--public`` value.
 
     Attributes:
-        dataset: canonical dataset spec string.
+        dataset: the parsed dataset spec.
         fraction: the public fraction of it (``None``: all of it).
     """
 
-    dataset: str
+    dataset: DatasetSpec
     fraction: float | None = None
 
     def __str__(self) -> str:
-        return self.dataset if self.fraction is None else f"{self.dataset}{_FRACTION}{self.fraction:g}"
+        """The canonical declaration, ``SPEC`` or ``SPEC:fraction=F``."""
+        spec = str(self.dataset)
+        return spec if self.fraction is None else f"{spec}{_FRACTION}{self.fraction:g}"
+
+    def absolute(self) -> PublicDeclaration:
+        """This declaration with its local location made absolute
+        (:meth:`~raydp_synth.data.spec.DatasetSpec.absolute`)."""
+        return replace(self, dataset=self.dataset.absolute())
 
 
 def parse_public_spec(text: str) -> PublicDeclaration:
@@ -114,7 +122,7 @@ def parse_public_spec(text: str) -> PublicDeclaration:
     """
     spec, sep, value = str(text).strip().rpartition(_FRACTION)
     if not sep:
-        return PublicDeclaration(dataset=str(parse_dataset_spec(text)))
+        return PublicDeclaration(dataset=parse_dataset_spec(text))
     try:
         fraction = float(value)
     except ValueError:
@@ -122,16 +130,21 @@ def parse_public_spec(text: str) -> PublicDeclaration:
     if not 0.0 < fraction < 1.0:
         raise DataError(f"the public data {text}: fraction must be a number strictly "
                         "between 0 and 1; write e.g. digits:fraction=0.02")
-    return PublicDeclaration(dataset=str(parse_dataset_spec(spec)), fraction=fraction)
+    return PublicDeclaration(dataset=parse_dataset_spec(spec), fraction=fraction)
 
 
-def absolute_public_spec(text: str | None) -> str | None:
-    """``--public`` with a local location made absolute (see
-    :func:`~raydp_synth.data.spec.absolute_spec`); ``None`` stays ``None``."""
-    if text is None:
-        return None
+def whole_public_dataset(text: str, *, flag: str) -> DatasetSpec:
+    """A flag's whole dataset declared public (``--tune-on-public DATASET``), parsed:
+    a spec without a fraction.
+
+    Raises:
+        DataError: a malformed spec, or a fraction (one line, with the fix).
+    """
     declared = parse_public_spec(text)
-    return str(PublicDeclaration(dataset=absolute_spec(declared.dataset), fraction=declared.fraction))
+    if declared.fraction is not None:
+        raise DataError(f"{flag} {text}: name a whole dataset declared public "
+                        "(e.g. folder:DIR), not a fraction")
+    return declared.dataset
 
 
 def _public_part(images: np.ndarray, labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
@@ -139,17 +152,13 @@ def _public_part(images: np.ndarray, labels: np.ndarray, fraction: float, seed: 
     return record_uniforms(images, labels, seed, person=_PUBLIC_PERSON) < fraction
 
 
-def same_source(spec: str, other: str) -> bool:
+def same_source(spec: DatasetSpec, other: DatasetSpec) -> bool:
     """Whether two dataset specs name the same records: the same kind and the same
     files after normalisation (absolute, ``~`` expanded, symbolic links resolved, a
     named dataset's default folder spelled out), whatever class declaration or
-    CelebA decode size either carries.
-
-    Raises:
-        DataError: a malformed spec.
-    """
-    def files(text: str) -> tuple[str, str | None]:
-        parsed = parse_dataset_spec(absolute_spec(text))
+    CelebA decode size either carries."""
+    def files(given: DatasetSpec) -> tuple[str, str | None]:
+        parsed = given.absolute()
         location = parsed.location
         if location is not None and "://" not in location:
             location = os.path.realpath(location)
@@ -158,7 +167,7 @@ def same_source(spec: str, other: str) -> bool:
     return files(spec) == files(other)
 
 
-def check_public_validation(spec: str | None, *, dataset: str) -> None:
+def check_public_validation(spec: DatasetSpec | None, *, dataset: DatasetSpec) -> None:
     """Refuse a ``--public-validation`` that names the sensitive training dataset
     (its score would be exact and free, and in a study it would pick the release).
 
@@ -233,9 +242,9 @@ def check_content_overlap(public: ImageDataset | DatasetSplits, sensitive: Datas
 
 
 def load_training_data(
-    dataset: str,
+    dataset: DatasetSpec,
     *,
-    public: str | None,
+    public: PublicDeclaration | None,
     image_size: int | None = None,
     seed: int = 0,
     check_overlap: bool = False,
@@ -256,20 +265,18 @@ def load_training_data(
     splits = load_dataset(dataset, image_size=image_size, seed=seed)
     if public is None:
         return splits, None
-    declared = parse_public_spec(public)
     train = splits.train
-    public_spec = parse_dataset_spec(declared.dataset)
     # The same records, whatever class declaration either spec carries.
-    if same_source(declared.dataset, dataset):
-        if public_spec.num_classes not in (None, train.num_classes):
-            raise DataError(f"the public data {public} declares {public_spec.num_classes} "
+    if same_source(public.dataset, dataset):
+        if public.dataset.num_classes not in (None, train.num_classes):
+            raise DataError(f"the public data {public} declares {public.dataset.num_classes} "
                             f"classes, the training data {train.num_classes}; declare the class "
                             "count once")
-        if declared.fraction is None:
+        if public.fraction is None:
             raise DataError(f"the public data {public} names the training dataset itself (all "
                             f"of it would be public); declare a part with "
-                            f"{declared.dataset}:fraction=0.02")
-        mask = _public_part(train.images, train.labels, declared.fraction, seed)
+                            f"{public.dataset}:fraction=0.02")
+        mask = _public_part(train.images, train.labels, public.fraction, seed)
         keep = ~mask
         if not mask.any() or not keep.any():
             raise DataError(f"the public data {public}: the public part of the {len(train)} "
@@ -279,29 +286,29 @@ def load_training_data(
         private = ImageDataset(images=train.images[keep], labels=train.labels[keep],
                                num_classes=train.num_classes, name=train.name)
         records = ImageDataset(images=train.images[mask], labels=train.labels[mask],
-                               num_classes=train.num_classes, name=str(declared), public=True)
+                               num_classes=train.num_classes, name=str(public), public=True)
         return DatasetSplits(train=private, val=splits.val, test=splits.test,
                              class_names=splits.class_names), records
-    records = load_public_records(declared.dataset, like=train,
+    records = load_public_records(public.dataset, like=train,
                                   what=f"the public data {public}")
-    if declared.fraction is not None:
-        mask = _public_part(records.images, records.labels, declared.fraction, seed)
+    if public.fraction is not None:
+        mask = _public_part(records.images, records.labels, public.fraction, seed)
         if not mask.any():
             raise DataError(f"the public data {public}: no record falls in the public fraction; "
                             "raise the fraction")
         records = ImageDataset(images=records.images[mask], labels=records.labels[mask],
-                               num_classes=train.num_classes, name=str(declared), public=True)
+                               num_classes=train.num_classes, name=str(public), public=True)
     if check_overlap:
         check_content_overlap(records, splits, what=f"the public data {public}")
     return splits, records
 
 
-def load_public_records(spec: str, *, like: ImageDataset, what: str) -> ImageDataset:
+def load_public_records(spec: DatasetSpec, *, like: ImageDataset, what: str) -> ImageDataset:
     """Every record of a dataset declared public (unsplit, its own test files too),
     resized like ``like``; ``what`` names the declaration in errors (e.g. "the
     public data digits:fraction=0.3")."""
     # A public dataset that declares no class set is declared like the training data.
-    raw = load_raw(parse_dataset_spec(spec), default_classes=like.num_classes,
+    raw = load_raw(spec, default_classes=like.num_classes,
                    image_size=like.image_shape[1], default_channels=like.image_shape[0])
     images, labels = raw.images, raw.labels
     if raw.predefined_test is not None:
@@ -316,39 +323,61 @@ def load_public_records(spec: str, *, like: ImageDataset, what: str) -> ImageDat
             "declare a public dataset of the same kind")
     return ImageDataset(images=to_unit_range(resize_uint8(images, like.image_shape[1])),
                         labels=np.ascontiguousarray(labels, dtype=np.int64),
-                        num_classes=like.num_classes, name=spec, public=True)
+                        num_classes=like.num_classes, name=str(spec), public=True)
 
 
-def effective_public(method: Any, dataset: str, public: str | None) -> str | None:
+def effective_public(method: Any, dataset: DatasetSpec,
+                     public: PublicDeclaration | None) -> PublicDeclaration | None:
     """The user's ``--public``, or the method's documented default for ``dataset``
-    (announced on stdout: declaring data public is the curator's decision)."""
+    (its declaration text, parsed here; announced on stdout: declaring data public
+    is the curator's decision)."""
     if public is not None:
         return public
-    default = method.default_public.get(str(parse_dataset_spec(dataset)))
-    if default is not None:
-        _LOG.info(f"{method.name}: no public data declared; using the documented "
-                  f"default declaration {default} (see README)")
-    return default
+    default = method.default_public.get(str(dataset))
+    if default is None:
+        return None
+    _LOG.info(f"{method.name}: no public data declared; using the documented "
+              f"default declaration {default} (see README)")
+    return parse_public_spec(default)
 
 
-def public_records(spec: str, *, like: ImageDataset, seed: int) -> ImageDataset:
+def public_records(spec: DatasetSpec, *, like: ImageDataset, seed: int) -> ImageDataset:
     """Every record of a dataset the user declared public, shaped like ``like``."""
     del seed  # a public dataset is used whole
     return load_public_records(spec, like=like, what=f"the public validation data {spec}")
 
 
-def public_with_data_dir(text: str | None, dataset: str) -> str | None:
-    """``--public`` (or ``--public-validation``) with the training dataset's folder
-    (``--data-dir``) filled in where it names the same named dataset without one:
-    ``--dataset mnist --data-dir D --public mnist:fraction=0.02`` declares a part of
-    the records in D, the training records, not of the default folder's copy.
-    ``None`` stays ``None``."""
+def _with_training_folder(public: DatasetSpec, training: DatasetSpec) -> DatasetSpec:
+    """``public`` with the training dataset's folder filled in where both name the
+    same named dataset and only the training spec names a folder."""
+    if (public.kind != training.kind or public.kind not in NAMED_KINDS
+            or public.location is not None or training.location is None):
+        return public
+    return replace(public, location=training.location)
+
+
+def public_with_data_dir(text: str | None, dataset: DatasetSpec) -> PublicDeclaration | None:
+    """``--public`` parsed, with the training dataset's folder (``--data-dir``) filled
+    in where it names the same named dataset without one: ``--dataset mnist
+    --data-dir D --public mnist:fraction=0.02`` declares a part of the records in D,
+    the training records, not of the default folder's copy. ``None`` stays ``None``.
+
+    Raises:
+        DataError: a malformed declaration.
+    """
     if text is None:
         return None
     declared = parse_public_spec(text)
-    public, training = parse_dataset_spec(declared.dataset), parse_dataset_spec(dataset)
-    if (public.kind != training.kind or public.kind not in NAMED_KINDS
-            or public.location is not None or training.location is None):
-        return text
-    filled = replace(public, location=training.location)
-    return str(PublicDeclaration(dataset=str(filled), fraction=declared.fraction))
+    return replace(declared, dataset=_with_training_folder(declared.dataset, dataset))
+
+
+def validation_with_data_dir(text: str | None, dataset: DatasetSpec) -> DatasetSpec | None:
+    """``--public-validation`` parsed, its folder filled in like
+    :func:`public_with_data_dir`'s. ``None`` stays ``None``.
+
+    Raises:
+        DataError: a malformed spec.
+    """
+    if text is None:
+        return None
+    return _with_training_folder(parse_dataset_spec(text), dataset)

@@ -8,8 +8,8 @@ dataset's name is the canonical spec string.
 The named datasets (``mnist``, ``fashion-mnist``, ``cifar10``, ``celeba``;
 :mod:`raydp_synth.data.named`) take their folder as an optional location
 (``mnist:/data/mnist``; ``--data-dir``), else the default cache folder, which
-:func:`absolute_spec` writes into the spec so that a Ray worker reads the same
-folder. CelebA also takes its decode size: ``celeba[:SIZE][:DIR]`` (default 32).
+:meth:`DatasetSpec.absolute` writes into the spec so that a Ray worker reads the
+same folder. CelebA also takes its decode size: ``celeba[:SIZE][:DIR]`` (default 32).
 
 **The class set is declared, never read off the labels present.** It fixes the
 model's architecture and is a public fact of the privacy statement, so it must
@@ -62,7 +62,6 @@ __all__ = [
     "DIGITS_CLASSES",
     "DatasetSpec",
     "NAMED_KINDS",
-    "absolute_spec",
     "declared_dataset",
     "declared_image",
     "load_dataset",
@@ -417,8 +416,9 @@ def _parse_named(spec: str, kind: str, rest: str | None, num_classes: int | None
 def declared_dataset(text: str, *, num_classes: int | None = None,
                      data_dir: str | None = None) -> DatasetSpec:
     """A command line's ``--dataset`` parsed once, with its ``--num-classes`` and
-    ``--data-dir`` declarations folded in: the spec a run or a study carries (as its
-    canonical string, :meth:`DatasetSpec.__str__`, at the Ray and file boundaries).
+    ``--data-dir`` declarations folded in: the spec a run or a study carries, typed,
+    to its trials and workers (its canonical string, :meth:`DatasetSpec.__str__`, is
+    what files record).
 
     Raises:
         DataError: a malformed spec, or a declaration that does not fit it.
@@ -429,16 +429,6 @@ def declared_dataset(text: str, *, num_classes: int | None = None,
 def _same_path(path: str) -> str:
     """A local path made absolute, ``~`` expanded."""
     return os.path.abspath(os.path.expanduser(path))
-
-
-def absolute_spec(spec: str) -> str:
-    """The spec string with a local location made absolute
-    (:meth:`DatasetSpec.absolute`).
-
-    Raises:
-        DataError: a malformed spec.
-    """
-    return str(parse_dataset_spec(spec).absolute())
 
 
 def load_raw(spec: DatasetSpec, *, default_classes: int | None = None,

@@ -34,6 +34,7 @@ import torch
 
 from raydp_synth.data import DatasetSplits, ImageDataset, load_dataset
 from raydp_synth.data.public import load_public_records
+from raydp_synth.data.spec import DatasetSpec
 from raydp_synth.errors import ConfigError
 from raydp_synth.evaluation.classifiers import (
     CLASSIFIER_KINDS,
@@ -225,7 +226,7 @@ def evaluate_run(
     *,
     splits: DatasetSplits | None = None,
     dataset: str | None = None,
-    public_reference: str | None = None,
+    public_reference: DatasetSpec | None = None,
     settings: EvaluationSettings | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``run_dir`` and write ``evaluation.json`` and the plot into it.

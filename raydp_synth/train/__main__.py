@@ -19,7 +19,7 @@ from raydp_synth.cli import (
 )
 from raydp_synth.config_file import load_config_file, merge_settings
 from raydp_synth.data.fetch import download_declared
-from raydp_synth.data.public import public_with_data_dir
+from raydp_synth.data.public import public_with_data_dir, validation_with_data_dir
 from raydp_synth.data.spec import declared_dataset
 from raydp_synth.paths import default_output_folder
 from raydp_synth.release.layout import REPRODUCIBILITY_LINE
@@ -80,13 +80,13 @@ def main(argv: list[str] | None = None) -> int:
               "on the data that chose it adds its own epsilon to that release's (composition)")
     stamp = time.strftime('%Y%m%d-%H%M%S')
     out = args.out or default_output_folder("runs") / f"{args.method}-{stamp}"
-    # --dataset parsed once, its declarations folded in; it travels as its canonical string.
-    dataset = str(declared_dataset(args.dataset, num_classes=args.num_classes,
-                                   data_dir=args.data_dir))
+    # --dataset, --public and --public-validation parsed once, here; they travel typed.
+    dataset = declared_dataset(args.dataset, num_classes=args.num_classes,
+                               data_dir=args.data_dir)
     public = public_with_data_dir(args.public, dataset)
-    public_validation = public_with_data_dir(args.public_validation, dataset)
+    public_validation = validation_with_data_dir(args.public_validation, dataset)
     if args.download:
-        download_declared([dataset, public, public_validation])
+        download_declared([dataset, public.dataset if public else None, public_validation])
     request = TrainRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, out=out, dataset=dataset,
         settings=settings, workers=args.workers,

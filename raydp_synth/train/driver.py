@@ -159,6 +159,10 @@ def _run_training(request: TrainRequest) -> RunResult:
         check_content_overlap(score_split, splits,
                               what=f"--public-validation {request.public_validation}")
     score_share = 0.0 if score_split.public else request.score_share
+    # What the files record: the canonical strings.
+    public_text = None if declared is None else str(declared)
+    validation_text = (None if request.public_validation is None
+                       else str(request.public_validation))
     if request.non_private:
         plan = method.non_private_plan(config, delta=request.delta, data=data,
                                        score=not score_split.public)
@@ -188,16 +192,16 @@ def _run_training(request: TrainRequest) -> RunResult:
         else:
             _LOG.info("  NON-PRIVATE reference run: no noise, epsilon = inf")
         (out / "run.json").write_text(json.dumps({
-            "method": method.name, "dataset": request.dataset, "workers": request.workers,
-            "use_gpu": request.use_gpu, "seed": request.seed, "public": declared,
+            "method": method.name, "dataset": str(request.dataset), "workers": request.workers,
+            "use_gpu": request.use_gpu, "seed": request.seed, "public": public_text,
             "config": config_to_dict(config),
             "data_info": data.__dict__, "plan": plan.to_dict(), "non_private": request.non_private,
             "score": {"classifier": request.score_classifier,
-                      "split": request.public_validation or "validation (private)"},
+                      "split": validation_text or "validation (private)"},
         }, indent=2))
         start = time.monotonic()
         run = SingleRun(
-            method=method.name, config=config, data=data, plan=plan, dataset=str(request.dataset),
+            method=method.name, config=config, data=data, plan=plan, dataset=request.dataset,
             data_seed=request.seed, public=declared, use_gpu=request.use_gpu,
             cpus_per_worker=worker_cpu_share(total_cpus=total_cpus, largest_node=largest_node_cpus(),
                                              workers=request.workers),
@@ -211,10 +215,11 @@ def _run_training(request: TrainRequest) -> RunResult:
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
         (out / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
         scope = "one training run and its selection score (no hyperparameter search)"
-        facts = public_facts(data, splits.class_names, public=declared,
+        facts = public_facts(data, splits.class_names, public=public_text,
                              validation_records=None if score_split.public else len(score_split),
-                             public_validation=request.public_validation)
-        statement = privacy_statement(plan, scope=scope, dataset=request.dataset, public=declared,
+                             public_validation=validation_text)
+        statement = privacy_statement(plan, scope=scope, dataset=str(request.dataset),
+                                      public=public_text,
                                       facts=facts,
                                       reproducibility_seed=request.dp_seed is not None)
         write_release(out / "release", generator=generator, statement=statement,

@@ -33,6 +33,8 @@ import torch
 from raydp_synth.config import config_to_dict
 from raydp_synth.data import DataInfo
 from raydp_synth.data.dataset import ImageDataset
+from raydp_synth.data.public import PublicDeclaration
+from raydp_synth.data.spec import DatasetSpec
 from raydp_synth.evaluation.selection import score_generator
 from raydp_synth.log import ray_log_level, worker_env
 from raydp_synth.privacy.plan import PrivacyPlan
@@ -86,15 +88,16 @@ class SingleRun:
     config: Any
     data: DataInfo
     plan: PrivacyPlan
-    dataset: str
+    dataset: DatasetSpec
     data_seed: int
-    public: str | None = None
+    public: PublicDeclaration | None = None
     use_gpu: bool = False
     cpus_per_worker: float = 1.0
     compile_step: bool = False
 
     def payload(self) -> dict[str, Any]:
-        """What a worker gets (a dict at the Ray boundary): public quantities only."""
+        """What a worker gets (a dict at the Ray boundary): public quantities only (the
+        dataset spec and the public declaration typed: frozen dataclasses, pickled)."""
         return {
             "method": self.method,
             "config": config_to_dict(self.config),

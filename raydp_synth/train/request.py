@@ -6,7 +6,11 @@ release and the device (:class:`RequestCore`).
 :class:`~raydp_synth.tune.study.StudyRequest` extend it with what is their own (a
 run's output folder and reproducibility seed; a study's strategy, trials and
 storage). The shared fields are validated here, once, at the edge; a refusal is one
-line naming the flag and its value.
+line naming the flag and its value. The dataset specs and the public declaration are
+parsed here too, once (a caller may give them as text): the request carries them
+typed (:class:`~raydp_synth.data.spec.DatasetSpec`,
+:class:`~raydp_synth.data.public.PublicDeclaration`) to its trials and workers, and
+files record their canonical strings.
 """
 
 from __future__ import annotations
@@ -16,9 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Self
 
-from raydp_synth.data import parse_public_spec
-from raydp_synth.data.public import absolute_public_spec, check_public_validation
-from raydp_synth.data.spec import absolute_spec
+from raydp_synth.data.public import PublicDeclaration, check_public_validation, parse_public_spec
+from raydp_synth.data.spec import DatasetSpec, parse_dataset_spec
 from raydp_synth.evaluation.inception import resolve_weights
 from raydp_synth.evaluation.selection import DEFAULT_SCORE_CLASSIFIER, validate_score_settings
 from raydp_synth.privacy.selection_score import DEFAULT_SCORE_SHARE
@@ -34,7 +37,8 @@ class RequestCore:
     Attributes:
         method: registered method name.
         epsilon, delta: the privacy budget (a run's; the whole search's).
-        dataset: dataset spec (``digits``, ``mnist:DIR``, ``idx:DIR``, ``folder:DIR``, ...).
+        dataset: the dataset spec (``digits``, ``mnist:DIR``, ``idx:DIR``,
+            ``folder:DIR``, ...); given as text, it is parsed once, here.
         settings: method settings (``--set key=value``); a study fixes them in
             every trial.
         use_gpu: one GPU per worker.
@@ -43,9 +47,11 @@ class RequestCore:
         score_classifier: classifier trained on synthetic data for the score.
         public: data declared public (``SPEC`` or ``SPEC:fraction=F``, see
             :mod:`raydp_synth.data.public`), handed to the method to use without
-            noise; not covered by the guarantee.
+            noise; not covered by the guarantee. Given as text, it is parsed once,
+            here.
         public_validation: a dataset spec declared public: the score uses it at no
-            privacy cost (no score mechanism in the plan).
+            privacy cost (no score mechanism in the plan). Given as text, it is
+            parsed once, here.
         evaluate: run the curator's evaluation (CAS, FID, IS, curve) at the end.
         synthetic_samples: rows of the release's ``synthetic.parquet`` (the user's
             choice; never n).
@@ -57,32 +63,38 @@ class RequestCore:
     method: str
     epsilon: float
     delta: float
-    dataset: str = "digits"
+    dataset: DatasetSpec = DatasetSpec(kind="digits")
     settings: Mapping[str, Any] = field(default_factory=dict)
     use_gpu: bool = False
     seed: int = 0
     score_share: float = DEFAULT_SCORE_SHARE
     score_classifier: str = DEFAULT_SCORE_CLASSIFIER
-    public: str | None = None
-    public_validation: str | None = None
+    public: PublicDeclaration | None = None
+    public_validation: DatasetSpec | None = None
     evaluate: bool = True
     synthetic_samples: int = DEFAULT_SYNTHETIC_SAMPLES
     fid_weights: Path | None = None
     compile_step: bool = False
 
     def __post_init__(self) -> None:
-        """Validate the shared fields (the budget is each request's own: a
-        non-private run has no epsilon).
+        """Parse the dataset specs and the public declaration given as text (the
+        fields hold the typed values from here on), and validate the shared fields
+        (the budget is each request's own: a non-private run has no epsilon).
 
         Raises:
             ConfigError, DataError: one line naming the flag and its value.
         """
+        if isinstance(self.dataset, str):
+            object.__setattr__(self, "dataset", parse_dataset_spec(self.dataset))
+        if isinstance(self.public, str):
+            object.__setattr__(self, "public", parse_public_spec(self.public))
+        if isinstance(self.public_validation, str):
+            object.__setattr__(self, "public_validation",
+                               parse_dataset_spec(self.public_validation))
         validate_score_settings(self.score_share, self.score_classifier)
         validate_synthetic_samples(self.synthetic_samples)
         if self.fid_weights is not None:
             resolve_weights(self.fid_weights)
-        if self.public is not None:
-            parse_public_spec(self.public)
         if self.public_validation is not None:
             check_public_validation(self.public_validation, dataset=self.dataset)
 
@@ -91,6 +103,6 @@ class RequestCore:
         ``--public-validation``) absolute: Ray workers do not run in the user's
         working directory, so a relative path would name nothing there."""
         validation = self.public_validation
-        return replace(self, dataset=absolute_spec(str(self.dataset)),
-                       public=absolute_public_spec(self.public),
-                       public_validation=absolute_spec(validation) if validation else None)
+        return replace(self, dataset=self.dataset.absolute(),
+                       public=self.public.absolute() if self.public is not None else None,
+                       public_validation=validation.absolute() if validation is not None else None)

@@ -25,15 +25,24 @@ from raydp_synth.cli import (
 )
 from raydp_synth.config_file import load_config_file, merge_settings
 from raydp_synth.data.fetch import download_declared
-from raydp_synth.data.public import public_with_data_dir
+from raydp_synth.data.public import (
+    public_with_data_dir,
+    validation_with_data_dir,
+    whole_public_dataset,
+)
 from raydp_synth.data.spec import declared_dataset
 from raydp_synth.errors import Interrupted
 from raydp_synth.log import trial_epoch_lines
 from raydp_synth.paths import default_output_folder
 from raydp_synth.runtime.local_cluster import run_with_cluster
-from raydp_synth.tune.strategies.registry import get_strategy, strategy_names
-from raydp_synth.tune.study_settings import DEFAULT_TRIALS, TRIAL_LOOPS
-from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
+from raydp_synth.tune.defaults import (
+    DEFAULT_TRIALS,
+    DEFAULT_TUNE_FRACTION,
+    DEFAULT_TUNE_SHARE,
+    SAMPLERS,
+    TRIAL_LOOPS,
+)
+from raydp_synth.tune.strategies import names as strategy_names
 
 if TYPE_CHECKING:
     from raydp_synth.tune.study import StudyRequest
@@ -59,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "more of the budget; docs/benchmarks.md 4.3)")
     # --selection: the flag's former name, kept so that older commands run unchanged.
     parser.add_argument("--strategy", "--selection", dest="strategy", default="compose",
-                        choices=strategy_names(),
+                        choices=strategy_names.STRATEGY_CHOICES,
                         help="the search strategy: how the search is priced (default compose; "
                         "see docs/privacy.md; --selection is its former name). "
                         "subsampled: random stopping on a secret Poisson subset of fraction "
@@ -75,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--distribution", default="poisson",
                         help="random-stopping's trial-count law: poisson | geometric | "
                         "logarithmic | tnb:ETA (default poisson)")
-    parser.add_argument("--sampler", default=None, choices=("tpe", "random", "dp-hypo"),
+    parser.add_argument("--sampler", default=None, choices=SAMPLERS,
                         help="Optuna sampler (default tpe; random for --strategy random-stopping; "
                         "dp-hypo: adaptive within --hypo-c of a fixed prior, random-stopping "
                         "with a tnb/geometric/logarithmic --distribution only, DP-HyPO pricing)")
@@ -181,21 +190,26 @@ def study_request(args: argparse.Namespace) -> StudyRequest:
     """The study that this CLI's parsed ``args`` ask for, validated (the request
     refuses, in one line, what cannot run); with ``--download``, the declared
     datasets are fetched first."""
+    # lazy: the strategy table loads torch and the accountant, which --help never needs
+    from raydp_synth.tune.strategies.registry import get_strategy
+
     # lazy: the study loads Ray Tune and the trainer, which parsing and --help never need
     from raydp_synth.tune.study import StudyRequest
 
     config_file = (load_config_file(args.config, method=args.method)
                    if args.config is not None else None)
     settings = merge_settings(config_file, parse_settings(args.set))
-    # --dataset parsed once; the declarations travel in the spec (``:classes=K``, the
-    # folder) to the trials, as its canonical string.
-    dataset = str(declared_dataset(args.dataset, num_classes=args.num_classes,
-                                   data_dir=args.data_dir))
+    # The dataset specs parsed once, here; the declarations travel in the typed spec
+    # (``:classes=K``, the folder) to the trials.
+    dataset = declared_dataset(args.dataset, num_classes=args.num_classes,
+                               data_dir=args.data_dir)
     public = public_with_data_dir(args.public, dataset)
-    public_validation = public_with_data_dir(args.public_validation, dataset)
-    tune_on_public = args.tune_on_public
+    public_validation = validation_with_data_dir(args.public_validation, dataset)
+    tune_on_public = (None if args.tune_on_public is None else
+                      whole_public_dataset(args.tune_on_public, flag="--tune-on-public"))
     if args.download:
-        download_declared([dataset, public, public_validation, tune_on_public])
+        download_declared([dataset, public.dataset if public else None, public_validation,
+                           tune_on_public])
     sampler = args.sampler or get_strategy(args.strategy).default_sampler
     request = StudyRequest(
         method=args.method, epsilon=args.epsilon, delta=args.delta, trials=args.trials,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from raydp_synth.data import DataInfo
+    from raydp_synth.data.public import PublicDeclaration
     from raydp_synth.methods.base import Method
     from raydp_synth.privacy.plan import PrivacyPlan
     from raydp_synth.tune.search_space import SearchSpace
@@ -41,7 +42,7 @@ class PreparedStudy:
     study_dir: Path
     method: Method
     data: DataInfo
-    public: str | None
+    public: PublicDeclaration | None
     space: SearchSpace
     default: Any
     reference: PrivacyPlan | None

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from raydp_synth.data import data_info, load_training_data, parse_public_spec
+from raydp_synth.data import data_info, load_training_data
 from raydp_synth.data.public import check_content_overlap, same_source
 from raydp_synth.errors import BudgetExhausted, ConfigError, DataError
 from raydp_synth.release.bundle import public_data_note
@@ -46,6 +46,8 @@ _LOG = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from raydp_synth.data import DataInfo, DatasetSplits
+    from raydp_synth.data.public import PublicDeclaration
+    from raydp_synth.data.spec import DatasetSpec
     from raydp_synth.methods.base import Method
     from raydp_synth.tune.search_space import SearchSpace
 
@@ -56,24 +58,20 @@ __all__ = ["PUBLIC_EXPERIMENT", "PublicSearch", "check_tune_on_public", "prepare
 PUBLIC_EXPERIMENT = "public-search"
 
 
-def check_tune_on_public(spec: str, *, dataset: str, resume: bool) -> None:
-    """The request's ``--tune-on-public`` against its other options, before anything
-    loads: one line, with the fix (its ``--strategy``: the strategy's,
+def check_tune_on_public(spec: DatasetSpec, *, dataset: DatasetSpec, resume: bool) -> None:
+    """The request's ``--tune-on-public`` (parsed, a whole dataset:
+    :func:`~raydp_synth.data.public.whole_public_dataset`) against its other options,
+    before anything loads: one line, with the fix (its ``--strategy``: the strategy's,
     :mod:`raydp_synth.tune.strategies.public_then_private`).
 
     Raises:
         ConfigError: ``--resume``.
-        DataError: a spec that does not parse, a fraction, or one that names the
-            sensitive dataset.
+        DataError: a spec that names the sensitive dataset.
     """
     if resume:
         raise ConfigError("--tune-on-public cannot --resume a study; start a new one with "
                           "another --name (an unfinished study's grant, if any, stays spent)")
-    declared = parse_public_spec(spec)
-    if declared.fraction is not None:
-        raise DataError(f"--tune-on-public {spec}: name a whole dataset declared public "
-                        "(e.g. folder:DIR), not a fraction")
-    if same_source(declared.dataset, dataset):
+    if same_source(spec, dataset):
         raise DataError(f"--tune-on-public {spec} names the sensitive training dataset; "
                         "declare another dataset public (e.g. folder:DIR)")
 
@@ -89,14 +87,14 @@ class PublicSearch:
         default: the method's default config on ``data`` (the search's first point).
     """
 
-    dataset: str
+    dataset: DatasetSpec
     data: DataInfo
     space: SearchSpace
     default: Any
 
 
-def prepare_public_search(*, spec: str, dataset: str, method: Method, sensitive: DataInfo,
-                          public: str | None, search_space: Any, seed: int,
+def prepare_public_search(*, spec: DatasetSpec, dataset: DatasetSpec, method: Method,
+                          sensitive: DataInfo, public: PublicDeclaration | None, search_space: Any, seed: int,
                           settings: Mapping[str, str] | None = None,
                           sensitive_splits: DatasetSplits | None = None) -> PublicSearch:
     """Load DATASET's public facts (it must load, like the sensitive data in shape
@@ -107,7 +105,7 @@ def prepare_public_search(*, spec: str, dataset: str, method: Method, sensitive:
     ``sensitive_splits`` (the sensitive data, already loaded), DATASET is refused when
     it is a copy of them (:func:`~raydp_synth.data.public.check_content_overlap`)."""
     if public is not None:
-        declared = parse_public_spec(public).dataset
+        declared = public.dataset
         if same_source(declared, spec):
             raise DataError(f"--tune-on-public {spec} is also the --public data {public}; "
                             "declare them apart")
@@ -143,7 +141,7 @@ def public_search_settings(study: StudySettings, search: PublicSearch) -> StudyS
                    public_validation=None)
 
 
-def final_validation(study: StudySettings, search: PublicSearch) -> str:
+def final_validation(study: StudySettings, search: PublicSearch) -> DatasetSpec:
     """What the final run scores on: the user's ``--public-validation``, else DATASET."""
     return study.public_validation or search.dataset
 
@@ -242,9 +240,9 @@ def search_then_final_run(request: Any, study: StudySettings, search: PublicSear
             "scope": (f"the final private run only; hyperparameters were chosen on public data "
                       f"{search.dataset} at no privacy cost ({request.trials} search trials "
                       "that never read the sensitive data)"),
-            "tuned_on_public": public_data_note(search.dataset),
+            "tuned_on_public": public_data_note(str(search.dataset)),
         },
-        "run": {"tuned_on_public": search.dataset,
+        "run": {"tuned_on_public": str(search.dataset),
                 "public_search": {"experiment": PUBLIC_EXPERIMENT, "config_from_trial": trial_id,
                                   "public_score": score, "config": config}},
     }

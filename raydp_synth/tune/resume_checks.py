@@ -23,12 +23,15 @@ rewritten by a resume.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import shlex
 from pathlib import Path
 from typing import Any
 
+from raydp_synth.data.public import PublicDeclaration
+from raydp_synth.data.spec import DatasetSpec
 from raydp_synth.errors import ConfigError
 
 __all__ = ["MAY_CHANGE_ON_RESUME", "PERSISTED_KEYS", "check_finished",
@@ -50,11 +53,20 @@ MAY_CHANGE_ON_RESUME = frozenset({
 
 def request_json(request: Any) -> dict[str, Any]:
     """The request (a :class:`~raydp_synth.tune.study.StudyRequest`) as ``study.json``
-    records it (paths as strings, fields under their :data:`PERSISTED_KEYS`), which a ``--resume`` is checked against
+    records it (paths, dataset specs and public declarations as their strings, fields
+    under their :data:`PERSISTED_KEYS`), which a ``--resume`` is checked against
     (:func:`check_same_settings`, and the strategy's
     :meth:`~raydp_synth.tune.strategies.base.SearchStrategy.check_resumed`)."""
-    return {PERSISTED_KEYS.get(k, k): (str(v) if isinstance(v, Path) else v)
-            for k, v in dataclasses.asdict(request).items()}
+    return {PERSISTED_KEYS.get(field.name, field.name): _persisted(getattr(request, field.name))
+            for field in dataclasses.fields(request)}
+
+
+def _persisted(value: Any) -> Any:
+    """A request field's value as ``study.json`` records it: a path, a dataset spec or
+    a public declaration as its (canonical) string, anything else a copy."""
+    if isinstance(value, (Path, DatasetSpec, PublicDeclaration)):
+        return str(value)
+    return copy.deepcopy(value)
 
 
 def _as_recorded(value: Any) -> Any:

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raydp_synth.accountant import get_or_create_accountant
-from raydp_synth.data.spec import absolute_spec
+from raydp_synth.data.public import whole_public_dataset
+from raydp_synth.data.spec import DatasetSpec
 from raydp_synth.errors import ConfigError, Interrupted, LedgerError
 from raydp_synth.paths import require_writable_folder
 from raydp_synth.privacy.accounting import parse_distribution, validate_budget
@@ -44,6 +45,14 @@ from raydp_synth.runtime.resources import (
 from raydp_synth.runtime.shared_storage import require_shared_storage
 from raydp_synth.train.request import RequestCore
 from raydp_synth.tune.affordability import check_first_trial_affordable
+from raydp_synth.tune.defaults import (
+    DEFAULT_SHARE,
+    DEFAULT_TRIALS,
+    DEFAULT_TUNE_FRACTION,
+    DEFAULT_TUNE_SHARE,
+    SAMPLERS,
+    TRIAL_LOOPS,
+)
 from raydp_synth.tune.optuna_searcher import first_points, optuna_search
 from raydp_synth.tune.preparation import prepare
 from raydp_synth.tune.prepared_study import PreparedStudy
@@ -51,15 +60,7 @@ from raydp_synth.tune.resume_checks import check_re_evaluate_request, request_js
 from raydp_synth.tune.search_space.anchored import check_restarts, validate_default_share
 from raydp_synth.tune.strategies.registry import get_strategy, requested_strategy
 from raydp_synth.tune.study_release import no_release_message, re_evaluate, release_best
-from raydp_synth.tune.study_settings import (
-    DEFAULT_SHARE,
-    DEFAULT_TRIALS,
-    TRIAL_DRIVER_CPUS,
-    TRIAL_LOOPS,
-    PlannedTrial,
-    StudySettings,
-)
-from raydp_synth.tune.subsampled_search import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
+from raydp_synth.tune.study_settings import TRIAL_DRIVER_CPUS, PlannedTrial, StudySettings
 
 _LOG = logging.getLogger(__name__)
 
@@ -72,7 +73,6 @@ __all__ = ["DEFAULT_SHARE", "TRIAL_DRIVER_CPUS", "StudyRequest", "StudyResult",
            "check_first_trial_affordable", "first_points", "no_release_message",
            "optuna_search", "request_json", "run_study"]
 
-SAMPLERS = ("tpe", "random", "dp-hypo")
 #: The samplers whose fixed prior ``--default-share`` puts the default's atom into.
 _ANCHORED_SAMPLERS = ("random", "dp-hypo")
 
@@ -128,6 +128,7 @@ class StudyRequest(RequestCore):
         tune_on_public: a dataset declared public to search on at no privacy cost;
             the study then releases one private run of the best config with the whole
             budget (:mod:`raydp_synth.tune.public_search`); None: a private search.
+            Given as text, it is parsed once, here (a whole dataset: no fraction).
         tune_fraction: ``--strategy subsampled``'s q, the Poisson fraction of the
             sensitive records the tuning phase runs on (``--tune-fraction``).
         tune_share: ``--strategy subsampled``: the tuning phase's own epsilon as a
@@ -152,12 +153,15 @@ class StudyRequest(RequestCore):
     storage: Path = Path("studies")
     name: str | None = None
     resume: bool = False
-    tune_on_public: str | None = None
+    tune_on_public: DatasetSpec | None = None
     tune_fraction: float = DEFAULT_TUNE_FRACTION
     tune_share: float = DEFAULT_TUNE_SHARE
     re_evaluate: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.tune_on_public, str):
+            object.__setattr__(self, "tune_on_public",
+                               whole_public_dataset(self.tune_on_public, flag="--tune-on-public"))
         super().__post_init__()
         validate_budget(self.epsilon, self.delta)
         require_writable_folder(self.storage, "--storage")
@@ -336,7 +340,8 @@ def _run_phases(request: StudyRequest, prepared: PreparedStudy, planned: Any, *,
     ledger_error = ray.get(accountant.status.remote())["ledger_error"]
     if ledger_error is not None:  # the accountant failed closed; the study is interrupted
         raise LedgerError(f"study {prepared.name} stopped: {ledger_error}")
-    release = release_best(request, prepared.study_dir, accountant, prepared.name, extra=extra)
+    release = release_best(request, prepared.study_dir, accountant, prepared.name, extra=extra,
+                           default=prepared.default)
     # The study is over: its detached accountant goes (a --resume rebuilds it from
     # the ledger). An interrupted study keeps it, for the resume.
     ray.kill(accountant, no_restart=True)
@@ -351,7 +356,7 @@ def _with_absolute_paths(request: StudyRequest) -> StudyRequest:
     if request.search_space is not None:
         request = replace(request, search_space=Path(request.search_space).expanduser().resolve())
     if request.tune_on_public is not None:
-        request = replace(request, tune_on_public=absolute_spec(request.tune_on_public))
+        request = replace(request, tune_on_public=request.tune_on_public.absolute())
     return request
 
 
@@ -371,7 +376,7 @@ def _start_accountant(request: StudyRequest, prepared: PreparedStudy) -> Any:
         (study_dir / "study.json").write_text(json.dumps({
             "request": request_json(request),
             "data_info": prepared.data.__dict__, "search_space": str(prepared.space.path),
-            "public": prepared.public,
+            "public": None if prepared.public is None else str(prepared.public),
             "reference_plan": reference.to_dict() if reference is not None else None,
         }, indent=2))
     return accountant

@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from raydp_synth.config import config_to_dict
 from raydp_synth.errors import BudgetExhausted
 from raydp_synth.evaluation.report import evaluate_run, format_table
 from raydp_synth.release import TrainedGenerator, write_release
@@ -28,8 +29,8 @@ from raydp_synth.tune.trial import TRIAL_CHECKPOINT
 if TYPE_CHECKING:
     from raydp_synth.tune.strategies.base import StudyOptions
 
-__all__ = ["Release", "evaluate_release", "finished_trials", "hides_trial_count",
-           "no_release_message", "re_evaluate", "release_best"]
+__all__ = ["Release", "default_verdict", "evaluate_release", "finished_trials",
+           "hides_trial_count", "no_release_message", "re_evaluate", "release_best"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -73,6 +74,32 @@ def no_release_message(name: str, study_dir: Path, status: dict[str, Any]) -> st
             f"{spent} (python -m raydp_synth.budget {study_dir})")
 
 
+def default_verdict(request: StudyOptions, default: Any,
+                    released_config: dict[str, Any]) -> str | None:
+    """The study's last word when it released the method's default configuration
+    (``default``, with the space's fixed values; its public seed aside): the search
+    found none that scored higher, so at this budget one run of the default, which
+    spends the whole budget on it, is the alternative to weigh. None when the release
+    is another configuration, or when every trial was the default by request
+    (``--default-share 1``: restarts, whose release is the default by design).
+
+    Privacy: a function of the released configuration (part of the release) and of
+    public settings; it says nothing of the other trials.
+    """
+    if default is None or request.default_share == 1:
+        return None
+
+    def comparable(config: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in json.loads(json.dumps(config)).items() if k != "seed"}
+
+    if comparable(config_to_dict(default)) != comparable(released_config):
+        return None
+    return (f"the released configuration is {request.method}'s default: at this budget the "
+            "search found none that scored higher, and one run of the default spends the whole "
+            f"epsilon on it (python -m raydp_synth.train {request.method} --epsilon "
+            f"{request.epsilon:g} --delta {request.delta:g} --dataset {request.dataset})")
+
+
 class Release(NamedTuple):
     """What :func:`release_best` released: the statement (``release/privacy.json`` as
     written: the reader's layout, :func:`~raydp_synth.release.bundle.reader_layout`),
@@ -85,10 +112,11 @@ class Release(NamedTuple):
 
 
 def release_best(request: StudyOptions, study_dir: Path, accountant: Any,
-                 name: str, extra: dict[str, Any] | None = None) -> Release:
+                 name: str, extra: dict[str, Any] | None = None, default: Any = None) -> Release:
     """Release the study's best finished trial; ``extra`` (a strategy's
     ``statement`` and ``run`` fields, e.g. ``--tune-on-public``'s scope) overrides
-    the defaults of privacy.json and run.json."""
+    the defaults of privacy.json and run.json; ``default``: the method's default
+    config of the study (:func:`default_verdict` says so when it is the release)."""
     import ray
     import torch
 
@@ -120,22 +148,23 @@ def release_best(request: StudyOptions, study_dir: Path, accountant: Any,
                  "choice of the best trial), priced by the study's accountant from its ledger",
         "pricing": statement,
         "accountant": statement["accountant"],
-        "dataset": request.dataset,
+        "dataset": str(request.dataset),
         "released_trial_plan": info["plan"],
     }
     declared = json.loads((study_dir / "study.json").read_text()).get("public")
     if declared is not None:
         full["public_data"] = public_data_note(declared)
     score_info = info["score"]
+    validation = request.public_validation or request.tune_on_public
     full["public_facts"] = public_facts(
         generator.data, generator.class_names, public=declared,
         validation_records=score_info.get("num_records") if score_info.get("private") else None,
-        public_validation=None if score_info.get("private") else
-        (request.public_validation or request.tune_on_public))
+        public_validation=None if score_info.get("private") or validation is None else
+        str(validation))
     full.update((extra or {}).get("statement", {}))
     trial_id = info["trial_id"]
     (study_dir / "run.json").write_text(json.dumps({
-        "method": request.method, "dataset": request.dataset, "seed": request.seed,
+        "method": request.method, "dataset": str(request.dataset), "seed": request.seed,
         # What each seed drove in the released trial: the data splits (and the
         # evaluation's, which reads "seed") and the initialisation (a restart's own).
         "data_seed": info.get("data_seed", request.seed),
@@ -156,6 +185,9 @@ def release_best(request: StudyOptions, study_dir: Path, accountant: Any,
     print(f"[raydp_synth] released trial {trial_id} ({kind} score {score:.4f}) to "
           f"{study_dir / 'release'}; {scope} is ({statement['epsilon']:.4f}, "
           f"{statement['delta']:g})-DP ({statement['mode']})")
+    verdict = default_verdict(request, default, info["generator"]["config"])
+    if verdict is not None:
+        print(f"[raydp_synth] {verdict}")
     if request.evaluate:
         evaluate_release(request, study_dir)
     return Release(statement=written, best_trial=trial_id, best_score=score,

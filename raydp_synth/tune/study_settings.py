@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raydp_synth.data import DataInfo
+from raydp_synth.data.public import PublicDeclaration
+from raydp_synth.data.spec import DatasetSpec
+from raydp_synth.tune.defaults import TRIAL_LOOPS
 from raydp_synth.tune.strategies.roles import (
     PUBLIC_SEARCH,
     SUBSAMPLED_FINAL,
@@ -28,32 +31,19 @@ if TYPE_CHECKING:
     from raydp_synth.privacy.plan import PrivacyPlan
     from raydp_synth.tune.search_space import SearchSpace
 
-__all__ = ["DEFAULT_SHARE", "DEFAULT_TRIALS", "PUBLIC_SEARCH", "PlannedTrial", "SUBSAMPLED_FINAL",
-           "SUBSAMPLED_SEARCH", "TRIAL_DRIVER_CPUS", "TRIAL_LOOPS", "StudySettings"]
+__all__ = ["PUBLIC_SEARCH", "PlannedTrial", "SUBSAMPLED_FINAL", "SUBSAMPLED_SEARCH",
+           "TRIAL_DRIVER_CPUS", "StudySettings"]
 
 # PUBLIC_SEARCH, SUBSAMPLED_SEARCH, SUBSAMPLED_FINAL: the names of trial roles
 # (raydp_synth.tune.strategies.roles), kept here for their importers; a trial reads
-# its role (StudySettings.role), never a name.
+# its role (StudySettings.role), never a name. The option defaults and choices
+# (TRIAL_LOOPS, ...) are raydp_synth.tune.defaults's, which the CLI's parser reads
+# without loading this module.
 
 #: CPUs of a trial's driver process beyond its loop's (a 1-worker trial runs its loop
 #: itself and asks for the worker's share too: raydp_synth.tune.trial.trial_resources).
 TRIAL_DRIVER_CPUS = 0.01
 
-#: ``--default-share`` unless set: half the trials of a random-stopping or subsampled
-#: search are the method's default config. Measured (bench/results/strategies/NOTES.md, 4.3): random
-#: draws of the spaces are mostly poor, and without the atom subsampled DPAF released
-#: CAS 0.13 (digits) and 0.29 (MNIST) against 0.48 and 0.73 with it.
-DEFAULT_SHARE = 0.5
-#: ``--trials`` unless set. Measured (bench/results/strategies/NOTES.md, 4.3): compose with 3 trials
-#: released better generators than with 8 on every seed (DPAF, digits, epsilon 10:
-#: 0.80 against 0.72, in half the time), because each trial's plan gets more of the
-#: budget (epsilon ~5 instead of ~3 of 10).
-DEFAULT_TRIALS = 3
-
-#: Where a trial runs its DP loop (``--trial-loop``): ``auto``, in the trial's own
-#: process for 1-worker trials and on Ray Train for more; ``ray-train``, on Ray Train
-#: always (for comparisons, bench/trial_overhead.py, and as an escape hatch).
-TRIAL_LOOPS = ("auto", "ray-train")
 
 
 @dataclass(frozen=True)
@@ -119,7 +109,8 @@ class StudySettings:
             it scores on public validation data).
         score_classifier: classifier trained on synthetic data for the score.
         public_validation: a dataset declared public to score on, or None.
-        trial_loop: where a trial runs its loop (:data:`TRIAL_LOOPS`).
+        trial_loop: where a trial runs its loop
+            (:data:`~raydp_synth.tune.defaults.TRIAL_LOOPS`).
         tune_fraction: ``--strategy subsampled``'s q (None otherwise).
         tuning_rdp: its tuning phase's RDP curve on ORDERS (public arithmetic of E_ref,
             the trial-count law and q), which the final run's plan composes with.
@@ -133,8 +124,8 @@ class StudySettings:
     study_dir: Path
     method: str
     data: DataInfo
-    dataset: str
-    public: str | None
+    dataset: DatasetSpec
+    public: PublicDeclaration | None
     seed: int
     epsilon: float
     delta: float
@@ -148,7 +139,7 @@ class StudySettings:
     cpus_per_worker: float
     score_share: float
     score_classifier: str
-    public_validation: str | None
+    public_validation: DatasetSpec | None
     trial_loop: str = "auto"
     tune_fraction: float | None = None
     tuning_rdp: tuple[float, ...] | None = None

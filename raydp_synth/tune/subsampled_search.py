@@ -52,6 +52,7 @@ import numpy as np
 
 from raydp_synth.errors import BudgetExhausted, ConfigError
 from raydp_synth.privacy.secret_rng import secret_numpy_rng
+from raydp_synth.tune.defaults import DEFAULT_TUNE_FRACTION, DEFAULT_TUNE_SHARE
 from raydp_synth.tune.extrapolation import (
     subset_config,
     subset_data,
@@ -70,8 +71,6 @@ if TYPE_CHECKING:
     from raydp_synth.tune.study_settings import StudySettings
 
 __all__ = [
-    "DEFAULT_TUNE_FRACTION",
-    "DEFAULT_TUNE_SHARE",
     "SUBSAMPLED_EXPERIMENT",
     "TuningSubset",
     "check_tune_fraction",
@@ -87,13 +86,6 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 
-#: ``--tune-fraction``'s default q.
-DEFAULT_TUNE_FRACTION = 0.1
-#: ``--tune-share``'s default: the tuning phase's own epsilon as a fraction of the total.
-#: Section 9.3 of docs/budget-pricing.md: at share 0.1-0.2 the final run carries
-#: 9-24% more noise than one untuned run (2-14% against one priced by RDP alone, as
-#: the variant-1 total is); a larger share buys less noisy trials.
-DEFAULT_TUNE_SHARE = 0.2
 #: The tuning phase's Tune experiment (not a ``tune*`` folder: never a release candidate).
 SUBSAMPLED_EXPERIMENT = "subsampled-search"
 

@@ -20,9 +20,8 @@ from raydp_synth.data import checksums, named
 from raydp_synth.data.cifar import read_batch_file
 from raydp_synth.data.download import fetch_verified
 from raydp_synth.data.fetch import download_declared
-from raydp_synth.data.public import public_with_data_dir
+from raydp_synth.data.public import public_with_data_dir, validation_with_data_dir
 from raydp_synth.data.spec import (
-    absolute_spec,
     declared_dataset,
     load_dataset,
     load_raw,
@@ -92,6 +91,11 @@ def test_bad_named_specs_are_refused_in_one_line(text, needle) -> None:
     assert needle in message_of(e)
 
 
+def absolute_spec(text: str) -> str:
+    """``text`` parsed, made absolute, as its canonical string."""
+    return str(parse_dataset_spec(text).absolute())
+
+
 def test_a_bare_name_resolves_to_the_default_cache_folder(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert absolute_spec("mnist") == f"mnist:{tmp_path}/xdg/raydp_synth/datasets/mnist"
@@ -102,7 +106,7 @@ def test_a_bare_name_resolves_to_the_default_cache_folder(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     assert absolute_spec("mnist:rel") == f"mnist:{tmp_path}/rel"
     # The same records whether the default folder is spelled out or not.
-    assert parse_dataset_spec("cifar10").source == parse_dataset_spec(absolute_spec("cifar10")).source
+    assert parse_dataset_spec("cifar10").source == parse_dataset_spec("cifar10").absolute().source
 
 
 def test_data_dir_is_folded_into_a_named_spec_only(tmp_path) -> None:
@@ -119,12 +123,15 @@ def test_data_dir_is_folded_into_a_named_spec_only(tmp_path) -> None:
 
 
 def test_public_data_of_the_same_named_dataset_shares_its_folder() -> None:
-    assert public_with_data_dir("mnist:fraction=0.02", "mnist:/d") == "mnist:/d:fraction=0.02"
-    assert public_with_data_dir("celeba:fraction=0.1", "celeba:64:/d") == "celeba:32:/d:fraction=0.1"
-    assert public_with_data_dir("mnist:/e:fraction=0.02", "mnist:/d") == "mnist:/e:fraction=0.02"
-    assert public_with_data_dir("fashion-mnist", "mnist:/d") == "fashion-mnist"
-    assert public_with_data_dir("mnist", "mnist") == "mnist"
-    assert public_with_data_dir(None, "mnist:/d") is None
+    assert str(public_with_data_dir("mnist:fraction=0.02", parse_dataset_spec("mnist:/d"))) == "mnist:/d:fraction=0.02"
+    assert str(public_with_data_dir("celeba:fraction=0.1", parse_dataset_spec("celeba:64:/d"))) == "celeba:32:/d:fraction=0.1"
+    assert str(public_with_data_dir("mnist:/e:fraction=0.02", parse_dataset_spec("mnist:/d"))) == "mnist:/e:fraction=0.02"
+    assert str(public_with_data_dir("fashion-mnist", parse_dataset_spec("mnist:/d"))) == "fashion-mnist"
+    assert str(public_with_data_dir("mnist", parse_dataset_spec("mnist"))) == "mnist"
+    assert public_with_data_dir(None, parse_dataset_spec("mnist:/d")) is None
+    assert validation_with_data_dir("mnist", parse_dataset_spec("mnist:/d")) == \
+        parse_dataset_spec("mnist:/d")
+    assert validation_with_data_dir(None, parse_dataset_spec("mnist:/d")) is None
 
 
 # --- MNIST and Fashion-MNIST --------------------------------------------------------------
@@ -424,7 +431,7 @@ def test_download_fetches_mnist_then_it_loads(tmp_path, monkeypatch) -> None:
     arrays = write_mnist_files(tmp_path / "served")
     _serve(monkeypatch, "mnist", tmp_path / "served")
     data = tmp_path / "cache" / "mnist"
-    assert download_declared([f"mnist:{data}", None]) == [f"mnist:{data}"]
+    assert download_declared([parse_dataset_spec(f"mnist:{data}"), None]) == [f"mnist:{data}"]
     assert sorted(p.name for p in data.iterdir()) == sorted(IDX_FILES)
     raw = load_raw(parse_dataset_spec(f"mnist:{data}"))
     np.testing.assert_array_equal(raw.labels, arrays["train_labels"])
@@ -474,5 +481,5 @@ def test_an_archive_escaping_its_folder_is_refused(tmp_path, monkeypatch) -> Non
 
 def test_download_needs_a_named_dataset() -> None:
     with pytest.raises(DataError) as e:
-        download_declared(["idx:/x", "digits:fraction=0.1", None])
+        download_declared([parse_dataset_spec("idx:/x"), parse_dataset_spec("digits"), None])
     assert "--download fetches the named datasets" in message_of(e)

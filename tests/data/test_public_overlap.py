@@ -8,7 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raydp_synth.data import load_dataset, load_training_data, write_parquet
+from raydp_synth.data import (
+    load_dataset,
+    load_training_data,
+    parse_dataset_spec,
+    parse_public_spec,
+    write_parquet,
+)
 from raydp_synth.data.dataset import ImageDataset
 from raydp_synth.data.public import (
     PUBLIC_OVERLAP_LIMIT,
@@ -17,6 +23,7 @@ from raydp_synth.data.public import (
     content_overlap,
     same_source,
 )
+from raydp_synth.data.spec import DatasetSpec
 from raydp_synth.errors import DataError
 
 from .helpers import message_of, write_png
@@ -27,25 +34,32 @@ def _public(images: np.ndarray) -> ImageDataset:
                         num_classes=10, name="public", public=True)
 
 
+def specs(*texts: str) -> tuple[DatasetSpec, ...]:
+    """Each spec string parsed."""
+    return tuple(parse_dataset_spec(text) for text in texts)
+
+
 def test_the_same_files_are_the_same_source_after_normalisation(tmp_path: Path, monkeypatch
                                                                 ) -> None:
     (tmp_path / "data").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "data")
     monkeypatch.chdir(tmp_path)
-    assert same_source("folder:data", f"folder:{tmp_path / 'data'}")
-    assert same_source("folder:./data/", f"folder:{tmp_path / 'link'}:classes=3")
-    assert same_source("digits", "digits:classes=10")
-    assert same_source("mnist", "mnist:" + str(Path("~/.cache/raydp_synth/datasets/mnist")))
-    assert not same_source("folder:data", "parquet:data")
-    assert not same_source("digits", f"folder:{tmp_path / 'data'}")
+    assert same_source(*specs("folder:data", f"folder:{tmp_path / 'data'}"))
+    assert same_source(*specs("folder:./data/", f"folder:{tmp_path / 'link'}:classes=3"))
+    assert same_source(*specs("digits", "digits:classes=10"))
+    assert same_source(*specs("mnist", "mnist:" + str(Path("~/.cache/raydp_synth/datasets/mnist"))))
+    assert not same_source(*specs("folder:data", "parquet:data"))
+    assert not same_source(*specs("digits", f"folder:{tmp_path / 'data'}"))
 
 
 def test_public_validation_naming_the_training_data_is_refused() -> None:
     with pytest.raises(DataError) as refused:
-        check_public_validation("digits", dataset="digits:classes=10")
+        check_public_validation(parse_dataset_spec("digits"),
+                                dataset=parse_dataset_spec("digits:classes=10"))
     assert "names the sensitive training dataset" in message_of(refused)
-    check_public_validation(None, dataset="digits")
-    check_public_validation("folder:/public", dataset="digits")
+    check_public_validation(None, dataset=parse_dataset_spec("digits"))
+    check_public_validation(parse_dataset_spec("folder:/public"),
+                            dataset=parse_dataset_spec("digits"))
 
 
 def test_a_copy_overlaps_whole_and_labels_do_not_hide_it() -> None:
@@ -109,5 +123,5 @@ def test_public_data_that_copies_the_training_data_is_refused(tmp_path: Path) ->
     training, copy = write_copies(tmp_path)
     for public in (copy, f"{copy}:fraction=0.3"):
         with pytest.raises(DataError) as refused:
-            load_training_data(training, public=public, check_overlap=True)
+            load_training_data(parse_dataset_spec(training), public=parse_public_spec(public), check_overlap=True)
         assert "byte-identical" in message_of(refused)

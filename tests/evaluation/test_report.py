@@ -13,7 +13,7 @@ from PIL import Image
 
 from raydp_synth.cli import run_cli
 from raydp_synth.config import config_to_dict
-from raydp_synth.data import DataInfo, DatasetSplits, ImageDataset, load_dataset
+from raydp_synth.data import DataInfo, DatasetSplits, ImageDataset, load_dataset, parse_dataset_spec
 from raydp_synth.errors import ConfigError
 from raydp_synth.evaluate import main as evaluate_main
 from raydp_synth.evaluation.inception import missing_weights_note
@@ -172,7 +172,7 @@ def test_a_public_reference_network_puts_the_is_curve_in_the_release(run_dir, tm
     for i in range(40):
         write_png(tmp_path / "pub" / f"c{i % 10}" / f"{i:02d}.png",
                   rng.integers(0, 256, (8, 8), dtype=np.uint8))
-    result = evaluate_run(run_dir, public_reference=f"folder:{tmp_path / 'pub'}", settings=FAST)
+    result = evaluate_run(run_dir, public_reference=parse_dataset_spec(f"folder:{tmp_path / 'pub'}"), settings=FAST)
     assert result["reference"]["feature_network_trained_on"].endswith("(public)")
     curve = json.loads((run_dir / "release" / PUBLIC_CURVE_JSON).read_text())
     assert [p["epsilon_spent"] for p in curve["points"]] == [2.0, 4.9]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from raydp_synth.data import data_info, load_training_data
+from raydp_synth.data import data_info, load_training_data, parse_dataset_spec, parse_public_spec
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.records import RecordBatch
 from raydp_synth.runtime.context import WorkerContext
@@ -53,7 +53,7 @@ class CompiledAuditor(NeighbourAuditor):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["dpwgan", "dpgan", "privimage-d"])
 def test_the_compiled_step_is_the_eager_step(name: str) -> None:
-    splits, public = load_training_data("digits", public="digits:fraction=0.3")
+    splits, public = load_training_data(parse_dataset_spec("digits"), public=parse_public_spec("digits:fraction=0.3"))
     train = splits.train
     train = type(train)(images=train.images[:RECORDS], labels=train.labels[:RECORDS],
                         num_classes=train.num_classes, name="digits (compiled step)")

@@ -36,6 +36,8 @@ from raydp_synth.data import (
     ImageDataset,
     data_info,
     load_training_data,
+    parse_dataset_spec,
+    parse_public_spec,
     write_parquet,
 )
 from raydp_synth.data.digits import load_digits_raw
@@ -102,7 +104,7 @@ def _case_id(case: tuple[str, dict[str, Any], bool, str]) -> str:
 
 
 def _digits() -> tuple[ImageDataset, ImageDataset]:
-    splits, public = load_training_data("digits", public="digits:fraction=0.3")
+    splits, public = load_training_data(parse_dataset_spec("digits"), public=parse_public_spec("digits:fraction=0.3"))
     assert public is not None
     return _first(splits.train, RECORDS), public
 
@@ -133,8 +135,8 @@ def _coloured(root: Path, size: int) -> tuple[ImageDataset, ImageDataset]:
     for file, (start, stop) in {"private": (0, 130), "public": (1600, 1700)}.items():
         if not (root / f"{file}.parquet").exists():
             write_parquet(root / f"{file}.parquet", *coloured_digits(start, stop), names)
-    splits, public = load_training_data(f"parquet:{root / 'private.parquet'}",
-                                        public=f"parquet:{root / 'public.parquet'}",
+    splits, public = load_training_data(parse_dataset_spec(f"parquet:{root / 'private.parquet'}"),
+                                        public=parse_public_spec(f"parquet:{root / 'public.parquet'}"),
                                         image_size=size)
     assert public is not None and public.image_shape == (3, size, size)
     return _first(splits.train, RGB_RECORDS), public

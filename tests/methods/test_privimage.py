@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from raydp_synth.data import DataInfo, ImageDataset, load_training_data
+from raydp_synth.data import (
+    DataInfo,
+    ImageDataset,
+    load_training_data,
+    parse_dataset_spec,
+    parse_public_spec,
+)
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method
 from raydp_synth.methods.privimage import SEMANTIC_QUERY, release_semantics
@@ -28,7 +34,7 @@ DIFFUSION = get_method("privimage-d")
 
 @pytest.fixture(scope="module")
 def digits():
-    splits, public = load_training_data("digits", public="digits:fraction=0.3")
+    splits, public = load_training_data(parse_dataset_spec("digits"), public=parse_public_spec("digits:fraction=0.3"))
     train = splits.train
     info = DataInfo(num_records=len(train), image_size=16, channels=1, num_classes=10,
                     public_records=len(public))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from raydp_synth.cli import release_overrides
-from raydp_synth.data import DataInfo
+from raydp_synth.data import DataInfo, parse_dataset_spec
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
 from raydp_synth.train import __main__ as train_cli
@@ -22,7 +22,7 @@ def _payload_with(compile_step: bool) -> dict:
                        delta=1e-5, target_epsilon=1.0)
     data = DataInfo(num_records=10, image_size=16, channels=1, num_classes=2)
     config = get_method("dpwgan").make_config({}, data)
-    return SingleRun(method="dpwgan", config=config, data=data, plan=plan, dataset="digits",
+    return SingleRun(method="dpwgan", config=config, data=data, plan=plan, dataset=parse_dataset_spec("digits"),
                      data_seed=0, public=None, use_gpu=False, cpus_per_worker=1.0,
                      compile_step=compile_step).payload()
 

@@ -7,7 +7,7 @@ import json
 import secrets
 from pathlib import Path
 
-from raydp_synth.data import data_info, load_training_data
+from raydp_synth.data import data_info, load_training_data, parse_dataset_spec
 from raydp_synth.evaluation.report import run_checkpoints
 from raydp_synth.methods import get_method
 from raydp_synth.train.pipeline import SingleRun, fit_in_process
@@ -19,14 +19,14 @@ TINY = {"epochs": 1, "classifier_epochs": 0.2, "batch_size": 512, "base_width": 
 def test_a_one_worker_loop_in_process_writes_ray_trains_checkpoints_and_allowed_reports(
         tmp_path: Path) -> None:
     method = get_method("dpaf")
-    splits, public = load_training_data("digits", public=None, seed=0)
+    splits, public = load_training_data(parse_dataset_spec("digits"), public=None, seed=0)
     data = data_info(splits.train, public)
     config = method.make_config({**TINY, "seed": 0}, data)
     plan = method.non_private_plan(config, delta=1e-5, data=data, score=False)  # no calibration
     forwarded: list[dict[str, float]] = []
     stamps: dict[str, float] = {}
-    run = SingleRun(method="dpaf", config=config, data=data, plan=plan, dataset="digits",
-                    data_seed=0, use_gpu=False, cpus_per_worker=1.0)
+    run = SingleRun(method="dpaf", config=config, data=data, plan=plan,
+                    dataset=parse_dataset_spec("digits"), data_seed=0, use_gpu=False, cpus_per_worker=1.0)
     state, metrics = fit_in_process(
         run, dp_seed=secrets.randbits(63), storage=tmp_path, name="train",
         forward=forwarded.append, stamps=stamps,

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from raydp_synth.data import DataInfo, data_info, load_training_data
+from raydp_synth.data import (
+    DataInfo,
+    data_info,
+    load_training_data,
+    parse_dataset_spec,
+    parse_public_spec,
+)
 from raydp_synth.errors import ConfigError
 from raydp_synth.methods import get_method
 from raydp_synth.privacy.plan import Mechanism, PrivacyPlan
@@ -29,11 +35,12 @@ def _run(**changes: object) -> SingleRun:
     data = DataInfo(num_records=10, image_size=16, channels=1, num_classes=2)
     config = get_method("dpwgan").make_config({}, data)
     return dataclasses.replace(SingleRun(method="dpwgan", config=config, data=data, plan=plan,
-                                         dataset="digits", data_seed=0), **changes)
+                                         dataset=parse_dataset_spec("digits"), data_seed=0),
+                               **changes)
 
 
 def test_a_worker_gets_public_quantities_only() -> None:
-    payload = _run(public="mnist:fraction=0.1").payload()
+    payload = _run(public=parse_public_spec("mnist:fraction=0.1")).payload()
     assert set(payload) == {"method", "config", "data_info", "plan", "dataset", "data_seed",
                             "public", "use_gpu", "threads_per_worker", "compile_backend"}
     assert not any("seed" in key and key != "data_seed" for key in payload)
@@ -49,12 +56,12 @@ def test_one_run_fits_builds_and_scores_in_process(tmp_path: Path) -> None:
     generator of the training data's classes, the score (free on public data: a
     non-private plan has no score mechanism), and the trial's phase stamps."""
     method = get_method("dpaf")
-    splits, public = load_training_data("digits", public=None, seed=0)
+    splits, public = load_training_data(parse_dataset_spec("digits"), public=None, seed=0)
     data = data_info(splits.train, public)
     config = method.make_config({**TINY, "seed": 0}, data)
     plan = method.non_private_plan(config, delta=1e-5, data=data, score=False)
-    run = SingleRun(method="dpaf", config=config, data=data, plan=plan, dataset="digits",
-                    data_seed=0)
+    run = SingleRun(method="dpaf", config=config, data=data, plan=plan,
+                    dataset=parse_dataset_spec("digits"), data_seed=0)
     forwarded: list[dict[str, float]] = []
     stamps: dict[str, float] = {}
     result = run_single(run, LoopPlacement(storage=tmp_path, in_process=True,
@@ -87,10 +94,11 @@ def test_absolute_paths_keep_the_request_type(tmp_path: Path, monkeypatch) -> No
                          dataset="idx:data", public_validation="folder:faces")
     absolute = train.with_absolute_paths()
     assert type(absolute) is TrainRequest and absolute.out == train.out
-    assert absolute.dataset == f"idx:{tmp_path}/data"
-    assert absolute.public_validation == f"folder:{tmp_path}/faces"
+    assert str(absolute.dataset) == f"idx:{tmp_path}/data"
+    assert str(absolute.public_validation) == f"folder:{tmp_path}/faces"
     study = StudyRequest(method="dpaf", epsilon=1.0, delta=1e-5, storage=tmp_path,
                          dataset="idx:data", public="idx:more")
     moved = study.with_absolute_paths()
     assert type(moved) is StudyRequest and moved.strategy == study.strategy
-    assert (moved.dataset, moved.public) == (f"idx:{tmp_path}/data", f"idx:{tmp_path}/more")
+    assert (str(moved.dataset), str(moved.public)) == (f"idx:{tmp_path}/data",
+                                                       f"idx:{tmp_path}/more")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from raydp_synth.data import load_dataset, load_training_data
+from raydp_synth.data import load_dataset, load_training_data, parse_dataset_spec, parse_public_spec
 from raydp_synth.methods import get_method
 from raydp_synth.train.driver import TrainRequest, run_training
 
@@ -28,7 +28,7 @@ def test_dpgan_with_a_public_fraction_of_digits(ray_local, tmp_path) -> None:
                   "public_batch_size": "16"},
     ))
     run = json.loads((out / "run.json").read_text())
-    splits, public = load_training_data("digits", public="digits:fraction=0.05")
+    splits, public = load_training_data(parse_dataset_spec("digits"), public=parse_public_spec("digits:fraction=0.05"))
     assert run["public"] == "digits:fraction=0.05"
     assert run["data_info"]["num_records"] == len(splits.train) < len(load_dataset("digits").train)
     assert run["data_info"]["public_records"] == len(public)

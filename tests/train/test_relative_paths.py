@@ -22,8 +22,8 @@ from PIL import Image
 
 from raydp_synth.cli import run_cli
 from raydp_synth.data.digits import load_digits_raw
-from raydp_synth.data.public import absolute_public_spec
-from raydp_synth.data.spec import absolute_spec
+from raydp_synth.data.public import parse_public_spec
+from raydp_synth.data.spec import parse_dataset_spec
 from raydp_synth.train.__main__ import main
 
 TINY = ["--no-eval", "--epsilon", "4", "--set", "epochs=1", "--set", "classifier_epochs=0.2",
@@ -39,9 +39,18 @@ def test_local_locations_become_absolute_and_uris_stay(tmp_path, monkeypatch) ->
     assert absolute_spec("parquet:s3://bucket/x.parquet") == "parquet:s3://bucket/x.parquet"
     assert absolute_spec("digits") == "digits"
     assert absolute_spec(f"idx:{here}/m") == f"idx:{here}/m"
-    assert absolute_public_spec("idx:mnist:fraction=0.02") == f"idx:{here}/mnist:fraction=0.02"
-    assert absolute_public_spec("digits:fraction=0.3") == "digits:fraction=0.3"
-    assert absolute_public_spec(None) is None
+    assert absolute_public("idx:mnist:fraction=0.02") == f"idx:{here}/mnist:fraction=0.02"
+    assert absolute_public("digits:fraction=0.3") == "digits:fraction=0.3"
+
+
+def absolute_spec(text: str) -> str:
+    """``text`` parsed, made absolute, as its canonical string."""
+    return str(parse_dataset_spec(text).absolute())
+
+
+def absolute_public(text: str) -> str:
+    """The public declaration ``text`` parsed, made absolute, as its canonical string."""
+    return str(parse_public_spec(text).absolute())
 
 
 def _png(image: np.ndarray) -> bytes:

@@ -21,6 +21,7 @@ from raydp_synth.accountant.core import StudySettings as AccountantSettings
 from raydp_synth.accountant.strategies.registry import PRICING
 from raydp_synth.errors import ConfigError
 from raydp_synth.tune.strategies.base import SearchStrategy
+from raydp_synth.tune.strategies.names import STRATEGY_CHOICES, STRATEGY_NAMES
 from raydp_synth.tune.strategies.registry import (
     STRATEGIES,
     get_strategy,
@@ -135,6 +136,12 @@ def test_cli_round_trip(strategy: SearchStrategy, tmp_path: Path) -> None:
 def test_a_trial_role_travels_to_the_trials_unchanged(role: TrialRole) -> None:
     """StudySettings carry the role to the trials (pickled): it arrives equal."""
     assert pickle.loads(pickle.dumps(role)) == role and TRIAL_ROLES[role.name] is role
+
+
+def test_the_static_names_are_the_tables() -> None:
+    """What the CLI's parser offers without loading the strategies is the table's."""
+    assert STRATEGY_NAMES == tuple(STRATEGIES)
+    assert STRATEGY_CHOICES == strategy_names()
 
 
 def test_an_unknown_strategy_names_the_choices() -> None:

@@ -37,14 +37,14 @@ def test_the_optuna_study_is_named_after_the_study_and_its_objective(tmp_path: P
 
 def test_the_searcher_creates_its_study_with_the_objective_named(tmp_path: Path) -> None:
     """The study's searcher (Ray Tune's OptunaSearch) loads the study it created."""
-    from raydp_synth.data import data_info, load_training_data
+    from raydp_synth.data import data_info, load_training_data, parse_dataset_spec
     from raydp_synth.methods import get_method
     from raydp_synth.tune.optuna_searcher import optuna_search
     from raydp_synth.tune.search_space import load_search_space
 
     request = StudyRequest(method="dpaf", epsilon=4.0, delta=1e-5, storage=tmp_path,
                            search_space=TINY, name="s")
-    splits, public = load_training_data("digits", public=None, seed=0)
+    splits, public = load_training_data(parse_dataset_spec("digits"), public=None, seed=0)
     data = data_info(splits.train, public)
     space = load_search_space(TINY, "dpaf", data)
     default = get_method("dpaf").make_config({**space.fixed, "seed": 0}, data)

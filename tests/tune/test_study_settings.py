@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from raydp_synth.data import DataInfo
+from raydp_synth.data import DataInfo, parse_dataset_spec
 from raydp_synth.methods import get_method
 from raydp_synth.tune.planning import reference_plan
 from raydp_synth.tune.search_space import load_search_space
@@ -25,7 +25,7 @@ def _settings(tmp_path: Path, **changes: Any) -> StudySettings:
         changes["role"] = trial_role(changes["role"])
     values: dict[str, Any] = dict(
         study_name="s", study_dir=tmp_path / "s", method="dpaf", data=DIGITS,
-        dataset="digits", public=None, seed=0, epsilon=5.0, delta=1e-5,
+        dataset=parse_dataset_spec("digits"), public=None, seed=0, epsilon=5.0, delta=1e-5,
         role=trial_role("compose"),
         trials=3, reference_event=None, space=load_search_space(None, "dpaf", DIGITS),
         workers=1, use_gpu=False, cpus_per_worker=1.0, score_share=0.2,

@@ -128,9 +128,9 @@ def test_the_study_draws_the_subset_from_os_entropy(monkeypatch) -> None:
 
 
 def test_a_tuning_trial_reads_only_the_subset_records() -> None:
-    from raydp_synth.data import load_training_data
+    from raydp_synth.data import load_training_data, parse_dataset_spec
 
-    splits, _ = load_training_data("digits", public=None)
+    splits, _ = load_training_data(parse_dataset_spec("digits"), public=None)
     subset = draw_tuning_subset(len(splits.train), len(splits.val), 0.2,
                                 np.random.default_rng(1))
     train = subset_records(splits.train, subset.train)
@@ -144,7 +144,7 @@ def test_a_tuning_trial_reads_only_the_subset_records() -> None:
 
 def test_trial_configs_are_scaled_to_the_subset_and_the_final_config_back(tmp_path) -> None:
     from raydp_synth.config import config_to_dict
-    from raydp_synth.data import data_info, load_training_data
+    from raydp_synth.data import data_info, load_training_data, parse_dataset_spec
     from raydp_synth.methods import get_method
     from raydp_synth.tune.extrapolation import subset_size
     from raydp_synth.tune.final_run import subsampled_final_settings
@@ -152,7 +152,7 @@ def test_trial_configs_are_scaled_to_the_subset_and_the_final_config_back(tmp_pa
     from raydp_synth.tune.subsampled_search import full_config, subset_config, subset_data
     from tests.tune.test_study_settings import _settings
 
-    splits, public = load_training_data("digits", public=None)
+    splits, public = load_training_data(parse_dataset_spec("digits"), public=None)
     data = data_info(splits.train, public)
     method = get_method("dpaf")
     trial = subset_config(method, {"batch_size": 512, "epochs": 2}, data, 0.25)

@@ -1,6 +1,7 @@
-"""A search strategy written here and registered at run time (the table patched, no
-other file touched) passes the strategy contract and runs a real study end to end:
-a new strategy is its module and one table line (issue 44).
+"""A search strategy written here and registered at run time (the table and the
+static names patched, no other file touched) passes the strategy contract and runs a
+real study end to end: a new strategy is its module, one table line and its name
+(issue 44).
 
 The toy, ``fixed-count``: exactly ``--trials`` i.i.d. draws of the random sampler
 (the default config first), priced by composition, never resumed.
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from raydp_synth.accountant.ledger import Ledger
-from raydp_synth.tune.strategies import registry
+from raydp_synth.tune.strategies import names, registry
 from raydp_synth.tune.strategies.base import FirstTrial, Phases, SearchStrategy, StudyOptions
 from raydp_synth.tune.strategies.roles import COMPOSE_TRIAL
 from raydp_synth.tune.tuner import one_experiment
@@ -58,6 +59,8 @@ class FixedCount(SearchStrategy):
 def toy(monkeypatch: pytest.MonkeyPatch) -> SearchStrategy:
     strategy = FixedCount()
     monkeypatch.setitem(registry.STRATEGIES, strategy.name, strategy)
+    # Its name where the CLI's parser reads the choices (raydp_synth/tune/strategies/names.py).
+    monkeypatch.setattr(names, "STRATEGY_CHOICES", (*names.STRATEGY_CHOICES, strategy.name))
     return strategy
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from raydp_synth.cli import run_cli
-from raydp_synth.data import DataInfo
+from raydp_synth.data import DataInfo, parse_dataset_spec
 from raydp_synth.tune.__main__ import main
 from raydp_synth.tune.final_run import final_run_settings
 from raydp_synth.tune.public_search import PublicSearch, public_search_settings
@@ -49,11 +49,11 @@ def _settings(tmp_path: Path, **changes: Any) -> StudySettings:
         changes["role"] = trial_role(changes["role"])
     values: dict[str, Any] = dict(
         study_name="s", study_dir=tmp_path / "s", method="dpaf", data=DIGITS,
-        dataset="parquet:/secret/digits.parquet:classes=10", public=None, seed=0, epsilon=5.0,
+        dataset=parse_dataset_spec("parquet:/secret/digits.parquet:classes=10"), public=None, seed=0, epsilon=5.0,
         delta=1e-5, role=trial_role("compose"), trials=3, reference_event=None,
         space=load_search_space(TINY, "dpaf", DIGITS), workers=1, use_gpu=False,
         cpus_per_worker=1.0, score_share=0.2, score_classifier="logreg",
-        public_validation="parquet:/secret/validation.parquet",
+        public_validation=parse_dataset_spec("parquet:/secret/validation.parquet"),
     )
     return StudySettings(**{**values, **changes})
 
@@ -61,11 +61,11 @@ def _settings(tmp_path: Path, **changes: Any) -> StudySettings:
 def test_the_search_settings_hold_no_spec_of_the_sensitive_data(tmp_path: Path) -> None:
     from dataclasses import fields
 
-    search = PublicSearch(dataset="folder:/public/digits", data=PUBLIC,
+    search = PublicSearch(dataset=parse_dataset_spec("folder:/public/digits"), data=PUBLIC,
                           space=load_search_space(TINY, "dpaf", PUBLIC), default=None)
     settings = public_search_settings(_settings(tmp_path), search)
     assert settings.role_name == PUBLIC_SEARCH and settings.score_share == 0
-    assert settings.dataset == "folder:/public/digits" and settings.data == PUBLIC
+    assert str(settings.dataset) == "folder:/public/digits" and settings.data == PUBLIC
     # No field names the sensitive data: a search trial has nothing of it to load.
     assert not any("/secret/" in str(getattr(settings, f.name)) for f in fields(settings))
 

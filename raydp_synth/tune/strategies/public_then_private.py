@@ -54,7 +54,7 @@ class PublicThenPrivate(SearchStrategy):
 
     def check_request(self, request: StudyOptions) -> None:
         """Its private side is one compose run: no other ``--strategy``, no resume;
-        DATASET parses, is whole and is not the sensitive data."""
+        DATASET (parsed, whole, by the request) is not the sensitive data."""
         if request.strategy != Compose.name:
             raise ConfigError(f"--tune-on-public searches at no privacy cost and releases one "
                               f"private run; --strategy {request.strategy} prices a private "
