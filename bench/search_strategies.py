@@ -58,6 +58,10 @@ CPU evaluation is slow, or to copy the runs elsewhere); ``--evaluate-only`` then
 yet, trains nothing, and writes the tables. A cell's wall time is its training's
 (``bench_wall.json``), with the evaluation only where it ran in the same command.
 
+Beside the mean CAS the summary gives two figures of the released generators that a
+collapsed generator cannot hide from (CAS can: one good image per class trains a fair
+classifier): FID and IS under the evaluation's domain CNN (means over seeds).
+
 A cell that fails (a strategy the installed CLI refuses, a crash) is reported and
 skipped; the others go on. "Beats the run" in the summary means: the strategy's mean
 CAS minus the run's is larger than the sum of the two sample standard deviations
@@ -259,6 +263,22 @@ def _released_cas(directory: Path) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+def _released_figure(directory: Path, key: str) -> float | None:
+    """The released generator's ``key`` (``fid_cnn``, ``is_cnn``) in its evaluation."""
+    path = directory / "evaluation.json"
+    if not path.is_file():
+        return None
+    value = (json.loads(path.read_text()).get("final") or {}).get(key)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _mean_figure(directories: list[Path], key: str) -> str:
+    """Mean over ``directories`` of :func:`_released_figure` (``-`` where none has it)."""
+    values = [v for d in directories if (v := _released_figure(d, key)) is not None]
+    return f"{statistics.fmean(values):.0f}" if key == "fid_cnn" and values else (
+        f"{statistics.fmean(values):.2f}" if values else "-")
+
+
 def _ceilings(by_seed: dict[tuple[str, str, str], dict[int, float]]
               ) -> dict[tuple[str, str, int], float]:
     """Per (method, epsilon, seed) with at least one draw: the best CAS of the default
@@ -277,11 +297,13 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
     """The per-(method, epsilon, strategy) table over seeds, and the goal's check."""
     groups: dict[tuple[str, str, str], list[tuple[float, float | None]]] = defaultdict(list)
     by_seed: dict[tuple[str, str, str], dict[int, float]] = defaultdict(dict)
+    folders: dict[tuple[str, str, str], list[Path]] = defaultdict(list)
     for name, method, epsilon, strategy, seed in cells:
         directory = results / name
         cas = _released_cas(directory)
         if cas is None:
             continue
+        folders[(method, epsilon, strategy)].append(directory)
         wall = None
         if (directory / "bench_wall.json").is_file():
             wall = json.loads((directory / "bench_wall.json").read_text()).get("seconds")
@@ -310,9 +332,9 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
         spread = statistics.stdev(values) if len(values) > 1 else math.nan
         return statistics.fmean(values), spread, len(values)
 
-    lines = ["| method | epsilon | strategy | seeds | mean CAS | std | wall s (mean) | "
-             "beats the run | paired diff vs run |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| method | epsilon | strategy | seeds | mean CAS | std | FID (CNN) | IS (CNN) | "
+             "wall s (mean) | beats the run | paired diff vs run |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for key in sorted(groups):
         method, epsilon, strategy = key
         mean, spread, count = stats(key)  # type: ignore[misc]
@@ -322,11 +344,13 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
         if strategy != "run" and run is not None:
             margin = (0 if math.isnan(spread) else spread) + (0 if math.isnan(run[1]) else run[1])
             verdict = "yes" if mean - run[0] > margin and count > 1 and run[2] > 1 else "no"
+        # Beside CAS, two figures a collapsed generator cannot hide from (means over
+        # the seeds' released generators; the ceiling row picks per seed, so none).
+        diversity = (f"{_mean_figure(folders[key], 'fid_cnn')} | "
+                     f"{_mean_figure(folders[key], 'is_cnn')}")
         lines.append(f"| {method} | {epsilon} | {strategy} | {count} | {mean:.3f} | "
-                     f"{'-' if math.isnan(spread) else f'{spread:.3f}'} | "
-                     f"{statistics.fmean(walls):.0f} | {verdict} | {paired(key)} |" if walls else
-                     f"| {method} | {epsilon} | {strategy} | {count} | {mean:.3f} | "
-                     f"{'-' if math.isnan(spread) else f'{spread:.3f}'} | - | {verdict} | "
+                     f"{'-' if math.isnan(spread) else f'{spread:.3f}'} | {diversity} | "
+                     f"{f'{statistics.fmean(walls):.0f}' if walls else '-'} | {verdict} | "
                      f"{paired(key)} |")
     return "\n".join(lines) + "\n"
 
