@@ -191,10 +191,7 @@ def _rdp_of(event: dpa.DpEvent, orders: Sequence[float] | None) -> np.ndarray:
         accountant = _accountant(orders)
         accountant.compose(event)
         return np.asarray(accountant.rdp, dtype=np.float64)
-    rdp = np.zeros(len(ORDERS if key is None else key), dtype=np.float64)
-    for sigma, q, count, _discrete in leaves:  # a discrete leaf: the Gaussian's curve
-        rdp += count * _step_rdp(sigma, q, key)
-    return rdp
+    return _leaves_rdp(tuple(leaves), key)
 
 
 def epsilon_of(
@@ -233,10 +230,11 @@ def _split_orders(orders: tuple[float, ...]) -> tuple[tuple[float, ...],
     return integers, fractions
 
 
-def _leaves_rdp(leaves: tuple[Leaf, ...], orders: tuple[float, ...]) -> np.ndarray:
-    """The leaves' composed RDP on ``orders``, as :func:`_rdp_of` composes it."""
-    rdp = np.zeros(len(orders), dtype=np.float64)
-    for sigma, q, count, _discrete in leaves:
+def _leaves_rdp(leaves: tuple[Leaf, ...], orders: tuple[float, ...] | None) -> np.ndarray:
+    """The leaves' composed RDP on ``orders`` (None: :data:`ORDERS`), as
+    ``RdpAccountant`` composes it (:func:`_rdp_of`)."""
+    rdp = np.zeros(len(ORDERS if orders is None else orders), dtype=np.float64)
+    for sigma, q, count, _discrete in leaves:  # a discrete leaf: the Gaussian's curve
         rdp += count * _step_rdp(sigma, q, orders)
     return rdp
 
@@ -285,7 +283,7 @@ def _search_epsilon(leaves: tuple[Leaf, ...], orders: tuple[float, ...], delta: 
     exceeds the minimum found is not evaluated. Each evaluated order's RDP is
     dp-accounting's (the one-step curves of :func:`_step_rdp`, composed as
     :func:`_rdp_of` composes them: per order, the same operations), so the minimum is
-    the full grid's number, bit for bit (tests/privacy/test_calibration.py sweeps it).
+    the full grid's number, bit for bit (tests/privacy/test_rdp_pricing.py sweeps it).
 
     Below order 2 the only lower bound is the Kullback-Leibler shortcut's threshold:
     if a mechanism's RDP at such an order is below about delta^2 (an almost perfectly

@@ -45,7 +45,6 @@ __all__ = ["PUBLIC_SEARCH", "PlannedTrial", "SUBSAMPLED_FINAL", "SUBSAMPLED_SEAR
 TRIAL_DRIVER_CPUS = 0.01
 
 
-
 @dataclass(frozen=True)
 class PlannedTrial:
     """A trial plan the driver computed before Ray started (the budget check,
