@@ -252,31 +252,26 @@ def keep_small_files(run_dir: Path, results: Path) -> None:
             shutil.copy2(source, target)
 
 
-def _released_cas(directory: Path) -> float | None:
-    """Mean CAS over the evaluation's classifiers of the released generator."""
+def _released_final(directory: Path) -> dict[str, float] | None:
+    """The released generator's figures in its evaluation (``final``: CAS per
+    classifier, ``fid_cnn``, ``is_cnn``), or None before its evaluation."""
     path = directory / "evaluation.json"
     if not path.is_file():
         return None
     final = json.loads(path.read_text()).get("final") or {}
-    values = [float(v) for k, v in final.items()
-              if k.startswith("cas_") and isinstance(v, (int, float))]
+    return {k: float(v) for k, v in final.items() if isinstance(v, (int, float))}
+
+
+def _mean_cas(final: dict[str, float]) -> float | None:
+    """Mean CAS over the evaluation's classifiers."""
+    values = [v for k, v in final.items() if k.startswith("cas_")]
     return statistics.fmean(values) if values else None
 
 
-def _released_figure(directory: Path, key: str) -> float | None:
-    """The released generator's ``key`` (``fid_cnn``, ``is_cnn``) in its evaluation."""
-    path = directory / "evaluation.json"
-    if not path.is_file():
-        return None
-    value = (json.loads(path.read_text()).get("final") or {}).get(key)
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def _mean_figure(directories: list[Path], key: str) -> str:
-    """Mean over ``directories`` of :func:`_released_figure` (``-`` where none has it)."""
-    values = [v for d in directories if (v := _released_figure(d, key)) is not None]
-    return f"{statistics.fmean(values):.0f}" if key == "fid_cnn" and values else (
-        f"{statistics.fmean(values):.2f}" if values else "-")
+def _mean_figure(finals: list[dict[str, float]], key: str, digits: int) -> str:
+    """Mean of ``key`` over the seeds' ``finals`` (``-`` where none has it)."""
+    values = [final[key] for final in finals if key in final]
+    return f"{statistics.fmean(values):.{digits}f}" if values else "-"
 
 
 def _ceilings(by_seed: dict[tuple[str, str, str], dict[int, float]]
@@ -297,13 +292,14 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
     """The per-(method, epsilon, strategy) table over seeds, and the goal's check."""
     groups: dict[tuple[str, str, str], list[tuple[float, float | None]]] = defaultdict(list)
     by_seed: dict[tuple[str, str, str], dict[int, float]] = defaultdict(dict)
-    folders: dict[tuple[str, str, str], list[Path]] = defaultdict(list)
+    finals: dict[tuple[str, str, str], list[dict[str, float]]] = defaultdict(list)
     for name, method, epsilon, strategy, seed in cells:
         directory = results / name
-        cas = _released_cas(directory)
-        if cas is None:
+        final = _released_final(directory)
+        cas = None if final is None else _mean_cas(final)
+        if final is None or cas is None:
             continue
-        folders[(method, epsilon, strategy)].append(directory)
+        finals[(method, epsilon, strategy)].append(final)
         wall = None
         if (directory / "bench_wall.json").is_file():
             wall = json.loads((directory / "bench_wall.json").read_text()).get("seconds")
@@ -346,8 +342,8 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
             verdict = "yes" if mean - run[0] > margin and count > 1 and run[2] > 1 else "no"
         # Beside CAS, two figures a collapsed generator cannot hide from (means over
         # the seeds' released generators; the ceiling row picks per seed, so none).
-        diversity = (f"{_mean_figure(folders[key], 'fid_cnn')} | "
-                     f"{_mean_figure(folders[key], 'is_cnn')}")
+        diversity = (f"{_mean_figure(finals[key], 'fid_cnn', 0)} | "
+                     f"{_mean_figure(finals[key], 'is_cnn', 2)}")
         lines.append(f"| {method} | {epsilon} | {strategy} | {count} | {mean:.3f} | "
                      f"{'-' if math.isnan(spread) else f'{spread:.3f}'} | {diversity} | "
                      f"{f'{statistics.fmean(walls):.0f}' if walls else '-'} | {verdict} | "

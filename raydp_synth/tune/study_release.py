@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -97,7 +98,8 @@ def default_verdict(request: StudyOptions, default: Any,
     return (f"the released configuration is {request.method}'s default: at this budget the "
             "search found none that scored higher, and one run of the default spends the whole "
             f"epsilon on it (python -m raydp_synth.train {request.method} --epsilon "
-            f"{request.epsilon:g} --delta {request.delta:g} --dataset {request.dataset})")
+            f"{request.epsilon:g} --delta {request.delta:g} "
+            f"--dataset {shlex.quote(str(request.dataset))})")
 
 
 class Release(NamedTuple):
