@@ -42,7 +42,7 @@ from raydp_synth.tune.defaults import (
     SAMPLERS,
     TRIAL_LOOPS,
 )
-from raydp_synth.tune.strategies import names as strategy_names
+from raydp_synth.tune.strategies import names as static_strategy_names
 
 if TYPE_CHECKING:
     from raydp_synth.tune.study import StudyRequest
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "more of the budget; docs/benchmarks.md 4.3)")
     # --selection: the flag's former name, kept so that older commands run unchanged.
     parser.add_argument("--strategy", "--selection", dest="strategy", default="compose",
-                        choices=strategy_names.STRATEGY_CHOICES,
+                        choices=static_strategy_names.STRATEGY_CHOICES,
                         help="the search strategy: how the search is priced (default compose; "
                         "see docs/privacy.md; --selection is its former name). "
                         "subsampled: random stopping on a secret Poisson subset of fraction "
