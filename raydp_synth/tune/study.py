@@ -341,7 +341,7 @@ def _run_phases(request: StudyRequest, prepared: PreparedStudy, planned: Any, *,
     if ledger_error is not None:  # the accountant failed closed; the study is interrupted
         raise LedgerError(f"study {prepared.name} stopped: {ledger_error}")
     release = release_best(request, prepared.study_dir, accountant, prepared.name, extra=extra,
-                           default=prepared.default)
+                           default=prepared.default, space=prepared.space)
     # The study is over: its detached accountant goes (a --resume rebuilds it from
     # the ledger). An interrupted study keeps it, for the resume.
     ray.kill(accountant, no_restart=True)

@@ -28,6 +28,7 @@ from raydp_synth.tune.strategies.registry import STRATEGIES
 from raydp_synth.tune.trial import TRIAL_CHECKPOINT
 
 if TYPE_CHECKING:
+    from raydp_synth.tune.search_space import SearchSpace
     from raydp_synth.tune.strategies.base import StudyOptions
 
 __all__ = ["Release", "default_verdict", "evaluate_release", "finished_trials",
@@ -75,13 +76,15 @@ def no_release_message(name: str, study_dir: Path, status: dict[str, Any]) -> st
             f"{spent} (python -m raydp_synth.budget {study_dir})")
 
 
-def default_verdict(request: StudyOptions, default: Any,
-                    released_config: dict[str, Any]) -> str | None:
+def default_verdict(request: StudyOptions, default: Any, released_config: dict[str, Any],
+                    space: SearchSpace) -> str | None:
     """The study's last word when it released the method's default configuration
-    (``default``, with the space's fixed values; its public seed aside): the search
-    found none that scored higher, so at this budget one run of the default, which
-    spends the whole budget on it, is the alternative to weigh. None when the release
-    is another configuration, or when every trial was the default by request
+    (``default``, with the space's fixed values; its public seed aside), as the
+    study's ``space`` runs it (a weights param by its ratios:
+    :meth:`~raydp_synth.tune.search_space.SearchSpace.same_configuration`): the
+    search found none that scored higher, so at this budget one run of the default,
+    which spends the whole budget on it, is the alternative to weigh. None when the
+    release is another configuration, or when every trial was the default by request
     (``--default-share 1``: restarts, whose release is the default by design).
 
     Privacy: a function of the released configuration (part of the release) and of
@@ -93,7 +96,8 @@ def default_verdict(request: StudyOptions, default: Any,
     def comparable(config: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in json.loads(json.dumps(config)).items() if k != "seed"}
 
-    if comparable(config_to_dict(default)) != comparable(released_config):
+    if not space.same_configuration(comparable(config_to_dict(default)),
+                                    comparable(released_config)):
         return None
     return (f"the released configuration is {request.method}'s default: at this budget the "
             "search found none that scored higher, and one run of the default spends the whole "
@@ -114,11 +118,13 @@ class Release(NamedTuple):
 
 
 def release_best(request: StudyOptions, study_dir: Path, accountant: Any,
-                 name: str, extra: dict[str, Any] | None = None, default: Any = None) -> Release:
+                 name: str, extra: dict[str, Any] | None = None, default: Any = None,
+                 space: SearchSpace | None = None) -> Release:
     """Release the study's best finished trial; ``extra`` (a strategy's
     ``statement`` and ``run`` fields, e.g. ``--tune-on-public``'s scope) overrides
     the defaults of privacy.json and run.json; ``default``: the method's default
-    config of the study (:func:`default_verdict` says so when it is the release)."""
+    config of the study, and ``space`` its search space (:func:`default_verdict` says
+    so when the default is the release)."""
     import ray
     import torch
 
@@ -187,7 +193,8 @@ def release_best(request: StudyOptions, study_dir: Path, accountant: Any,
     print(f"[raydp_synth] released trial {trial_id} ({kind} score {score:.4f}) to "
           f"{study_dir / 'release'}; {scope} is ({statement['epsilon']:.4f}, "
           f"{statement['delta']:g})-DP ({statement['mode']})")
-    verdict = default_verdict(request, default, info["generator"]["config"])
+    verdict = (None if space is None else
+               default_verdict(request, default, info["generator"]["config"], space))
     if verdict is not None:
         print(f"[raydp_synth] {verdict}")
     if request.evaluate:

@@ -4,6 +4,7 @@ how a trial turns its flat config back into the method's settings."""
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,30 @@ class SearchSpace:
             if name in defaults:
                 point.update(param.point(defaults[name]))
         return point
+
+    def same_configuration(self, config: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+        """Whether two method configs (values by field, as JSON holds them) are one
+        configuration of this space: each param's value as the space holds it
+        (:meth:`default_point`'s; a weights param's by its ratios, which are all the
+        plan uses), every other field alike. Floats agree within a relative 1e-9
+        (a weights param rescales them).
+        """
+        def alike(a: Any, b: Any) -> bool:
+            numbers = (float, int)
+            if (isinstance(a, numbers) and isinstance(b, numbers)
+                    and not isinstance(a, bool) and not isinstance(b, bool)):
+                return math.isclose(a, b, rel_tol=1e-9)
+            if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+                return len(a) == len(b) and all(alike(x, y) for x, y in zip(a, b, strict=True))
+            return bool(a == b)
+
+        def split(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+            rest = {k: v for k, v in values.items() if k not in self.params}
+            return self.default_point(values), rest
+
+        (point, rest), (other_point, other_rest) = split(config), split(other)
+        return all(set(a) == set(b) and all(alike(a[k], b[k]) for k in a)
+                   for a, b in ((point, other_point), (rest, other_rest)))
 
     def with_fixed(self, settings: Mapping[str, Any]) -> SearchSpace:
         """This space with ``settings`` fixed in every trial (the tune CLI's ``--set``):
