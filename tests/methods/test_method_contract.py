@@ -268,7 +268,7 @@ def audited_runs(datasets) -> Callable[..., AuditedRun]:
 @pytest.mark.parametrize(("name", "values", "with_public", "kind"), CASES,
                          ids=[_case_id(c) for c in CASES])
 def test_neighbouring_datasets_differ_by_at_most_the_sensitivity(
-        name: str, values: dict, with_public: bool, kind: str, audited_runs) -> None:
+        name: str, values: dict, with_public: bool, kind: str, audited_runs, datasets) -> None:
     run = audited_runs(name, values, with_public, kind)
     plan, auditor, reports, states = run.plan, run.auditor, run.reports, run.states
     for mech in plan.mechanisms:
@@ -283,6 +283,14 @@ def test_neighbouring_datasets_differ_by_at_most_the_sensitivity(
     assert reports[-1]["epsilon_spent"] == pytest.approx(plan.epsilon(), rel=1e-9)
     allow = get_method(name).metric_allowlist
     assert all(set(r) <= allow for r in reports)
+    # The checkpoint and seeds checks read this very run (see _SMOKE_CASES). They run
+    # here, not in tests of their own: CI's xdist scheduler hands out each test of this
+    # module on its own, so a test of its own recomputed the shared run on the other
+    # worker about half the time (checkpoint[privimage-d-rgb64]: 30 s of its 38).
+    if _is_smoke_case(name, values, with_public, kind):
+        check_checkpoint_samples_images_of_the_data_shape(run, kind)
+        if kind == "digits":
+            check_seeds_make_runs_reproducible_and_distinct(name, run, datasets("digits"))
 
 
 #: Settings under which G is never updated (the smoke runs' 10 critic steps, fewer
@@ -404,15 +412,26 @@ def _smoke_run(name: str, digits, *, seed: int = 0, dp_seed: int = 1) -> list[di
     return states
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", DATA_KINDS)
-@pytest.mark.parametrize("name", method_names())
-def test_checkpoint_rebuilds_a_generator_that_samples_images_of_the_data_shape(
-        name: str, kind: str, audited_runs) -> None:
+def _is_smoke_case(name: str, values: dict[str, Any], with_public: bool, kind: str) -> bool:
+    """The case of ``name``'s smoke settings on ``kind`` (the run the checkpoint and
+    seeds checks read)."""
+    return values == settings(name, kind) and with_public == get_method(name).requires_public
+
+
+#: (method, data kind) of the smoke cases: the sensitivity test checks their checkpoints.
+_SMOKE_CASES = [(c[0], c[3]) for c in CASES if _is_smoke_case(*c)]
+
+
+def test_every_method_and_data_kind_has_its_checkpoint_and_seeds_checked() -> None:
+    """Each method's smoke run on each kind of data is a case of the sensitivity test
+    (which then checks its checkpoint, and on the digits its seeds), exactly once."""
+    assert sorted(_SMOKE_CASES) == sorted((n, k) for n in method_names() for k in DATA_KINDS)
+
+
+def check_checkpoint_samples_images_of_the_data_shape(run: AuditedRun, kind: str) -> None:
     """The last checkpoint's generator state loads into ``build_generator`` (what a
     release does) and ``sample`` gives one image per label, shaped like the data
     (1x16x16 digits; 3-channel 32x32 and 64x64 coloured digits)."""
-    run = audited_runs(name, kind=kind)
     method, config, info = run.method, run.config, run.info
     generator = method.build_generator(config, info)
     generator.load_state_dict(run.states[-1]["generator"])
@@ -430,13 +449,12 @@ def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", method_names())
-def test_seeds_make_runs_reproducible_and_distinct(name: str, digits, audited_runs) -> None:
+def check_seeds_make_runs_reproducible_and_distinct(
+        name: str, run: AuditedRun, digits: tuple[ImageDataset, ImageDataset]) -> None:
     """The same (public seed, DP seed) gives the same generator, bit for bit, whether
     the run is audited or not (the auditor's extra pre-noise calls change nothing);
     another DP seed (batches, per-record draws, noise) gives another one."""
-    first = audited_runs(name).states[-1]["generator"]
+    first = run.states[-1]["generator"]
     again = _smoke_run(name, digits)[-1]["generator"]
     assert _same(first, again), "same seeds, different generator (or the audit changed the run)"
     other = _smoke_run(name, digits, dp_seed=2)[-1]["generator"]
