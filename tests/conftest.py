@@ -57,12 +57,11 @@ RAY_MODULE_SECONDS = {
     "tests/train/test_end_to_end.py": 71,  # x0.72 (-n 0, 2026-11-28)
     "tests/tune/test_subsampled_study.py": 97,
     "tests/tune/test_metrics_port.py": 214,  # alone (-n 0), with test_study.py's RS checks
-    "tests/runtime/test_local_cluster.py": 88,
+    "tests/runtime/test_local_cluster.py": 110,  # its --keep-cluster run is the console
+    # tests' run too (2026-11-29)
     "tests/tune/test_tune_on_public.py": 57,  # x0.70 (-n 0, 2026-11-28)
     "tests/tune/test_job_submit.py": 313,  # -n 0, contended, 2026-11-28 (a job + browser)
     "tests/train/test_interrupt_train.py": 250,  # -n 2, contended, 2026-11-28
-    "tests/runtime/test_console_noise.py": 90,  # its Ray test 132 s contended (-n 0),
-    # which is test_console.py's run too (2026-11-28)
     "tests/dashboard/test_dashboard_browser.py": 79,
     "tests/accountant/test_actor.py": 75,
     "tests/train/test_relative_paths.py": 48,

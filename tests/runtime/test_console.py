@@ -1,6 +1,7 @@
 """The console: ``--quiet`` / ``--verbose`` set our logger and Ray's, one format,
 progress lines on stdout and warnings on stderr. A real run's console (each worker
-progress line once, no Ray Train INFO chatter) is checked in test_console_noise.py."""
+progress line once, no Ray Train INFO chatter) is checked by test_console_noise.py's
+``assert_a_clean_training_console`` on test_local_cluster.py's ``--keep-cluster`` run."""
 
 from __future__ import annotations
 
@@ -133,8 +134,9 @@ def test_progress_bars_are_off_when_quiet_or_not_on_a_terminal() -> None:
 
 
 # A real run's console (each worker line once, no Ray Train chatter, the driver's plan
-# and result lines) is checked on the run of tests/runtime/test_console_noise.py
-# (test_a_training_run_shows_no_ray_noise): one run serves both, CI's time is the suite's.
+# and result lines) is checked by tests/runtime/test_console_noise.py's
+# assert_a_clean_training_console on the one tiny training run of the suite's runtime
+# tests (test_local_cluster.py's --keep-cluster run): CI's time is the suite's.
 
 
 def test_quiet_turns_off_tunes_experiment_box(monkeypatch) -> None:

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from raydp_synth.log import VERBOSITY_ENV
+from raydp_synth.log import VERBOSITY_ENV, WARNINGS_ENV
+from tests.runtime.test_console_noise import assert_a_clean_training_console
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -138,7 +139,11 @@ def test_a_stale_address_file_is_no_cluster(ray_home) -> None:
 
 
 def test_keep_cluster_leaves_the_cluster_of_a_train_run_up(ray_home, tmp_path) -> None:
+    """A tiny ``train dpaf --keep-cluster`` at default verbosity: the cluster stays up,
+    the line says how to stop it and the command stops it alone; the same run's
+    console is checked for Ray's noise (tests/runtime/test_console_noise.py)."""
     folder, env = ray_home
+    env = {k: v for k, v in env.items() if k != WARNINGS_ENV}
     run = subprocess.run(
         [sys.executable, "-m", "raydp_synth.train", "dpaf", *TINY_TRAIN,
          "--out", str(tmp_path / "run"), "--keep-cluster"],
@@ -146,6 +151,7 @@ def test_keep_cluster_leaves_the_cluster_of_a_train_run_up(ray_home, tmp_path) -
         stdin=subprocess.DEVNULL)
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-4000:]
+    assert_a_clean_training_console(output, run.stdout)
     assert (tmp_path / "run" / "release" / "privacy.json").is_file()
     last = run.stdout.strip().splitlines()[-1]
     assert last.startswith("the Ray cluster stays up: dashboard http://127.0.0.1:"), output[-3000:]
