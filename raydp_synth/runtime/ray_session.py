@@ -56,6 +56,15 @@ RAY_SETTINGS: dict[str, str] = {
     # finished so far. The study turns the interrupt into "nothing released; resume
     # with ..." (exit 130); trials stop with the driver, their grants stay charged.
     "TUNE_DISABLE_SIGINT_HANDLER": "1",
+    # A trial whose actor died on a node drained for preemption counts as a failure
+    # (Tune's default does not count it, so max_failures=0 would still rerun the
+    # trial; the accountant would refuse its second grant, so nothing is spent, but
+    # the trial is never rerun at all). Ray Train's own preemption retries are off
+    # in its FailureConfig (raydp_synth/train/pipeline.py: no_retries).
+    "RAY_TRAIN_COUNT_PREEMPTION_AS_FAILURE": "1",
+    # Ray Train's per-run preemption watcher (one actor process per run) serves its
+    # preemption retries, which no_retries turns off.
+    "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
 }
 
 

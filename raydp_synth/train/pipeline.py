@@ -58,6 +58,7 @@ __all__ = [
     "fit",
     "fit_in_process",
     "fit_on_ray_train",
+    "no_retries",
     "run_single",
 ]
 
@@ -162,6 +163,28 @@ def _read_checkpoint(ckpt: Path) -> tuple[dict[str, Any], list[dict[str, float]]
     return state, metrics
 
 
+def no_retries() -> Any:
+    """Ray Train's ``FailureConfig`` of every DP run: no automatic retry of any kind.
+
+    Privacy argument: a retried run executes its DP loop again under the same grant,
+    and what its first attempt already let out (its reported epochs, a checkpoint, its
+    collectives' timing) plus the second attempt's release is more than the plan the
+    accountant priced. Ray Train 2.60 retries on two counters: ``max_failures`` (0
+    here, as always) and ``max_preemption_failures``, a separate budget for a worker
+    that died on a node drained for preemption (a spot reclaim, a Kubernetes pod
+    deleted: Ray's own SIGTERM handler drains a node with the preemption reason), whose
+    default is -1, *unlimited*. Both are 0: a run whose worker dies, for any reason,
+    fails, and its grant stays charged (tests/train/test_no_retries.py drives Ray
+    Train's own failure policy with this config; tests/faults/test_multinode.py drains
+    a node for preemption mid-trial). Controller retries (``controller_failure_limit``)
+    stay Ray's: only a worker group that failed to *start* is retried, before any DP
+    step ran."""
+    from ray.train import FailureConfig
+
+    # mypy reads ray.train's v1 FailureConfig; Ray Train v2's, which runs, has it.
+    return FailureConfig(max_failures=0, max_preemption_failures=0)  # type: ignore[call-arg]
+
+
 def fit_on_ray_train(
     run: SingleRun,
     *,
@@ -189,7 +212,7 @@ def fit_on_ray_train(
     1-worker trials onto one GPU: :func:`~raydp_synth.runtime.resources.worker_gpu_share`).
     """
     import ray
-    from ray.train import FailureConfig, LoggingConfig, RunConfig
+    from ray.train import LoggingConfig, RunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     payload = run.payload()
@@ -209,12 +232,10 @@ def fit_on_ray_train(
                                       cpus_per_worker=run.cpus_per_worker,
                                       gpus_per_worker=gpus_per_worker),
         torch_config=TorchConfig(backend=torch_backend(run.use_gpu)),
-        # No automatic retries: a retried run would release its mechanisms again,
-        # beyond its plan (the tuner charges every attempt explicitly instead).
         # (mypy reads ray.train's v1 RunConfig; Ray Train v2's, which runs, has these.)
         run_config=RunConfig(  # type: ignore[call-arg]
                              name=name, storage_path=str(storage), callbacks=list(callbacks),
-                             failure_config=FailureConfig(max_failures=0),
+                             failure_config=no_retries(),
                              # Ray Train's INFO lines ("Reporting training result ...")
                              # only with --verbose; the workers get our verbosity.
                              logging_config=LoggingConfig(log_level=ray_log_level()),

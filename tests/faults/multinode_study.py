@@ -1,11 +1,15 @@
-"""A study on a simulated 4-node Ray cluster, with a worker node killed mid-trial.
+"""A study on a simulated 4-node Ray cluster, with a worker node preempted mid-trial.
 
 Run as ``python -m tests.faults.multinode_study OUT_DIR`` (its own process: a test
 session's local Ray cannot be swapped for another cluster). Starts a head and two
 worker nodes of one CPU each plus a spare (``ray.cluster_utils.Cluster``), so a
 trial's two Ray Train workers of one CPU each must run on two nodes; runs a 2-trial
-DPAF study; while the first trial trains, removes a worker node that hosts one of
-its workers (no graceful shutdown); the second trial then runs on the nodes left.
+DPAF study; while the first trial trains, preempts a worker node that hosts one of
+its workers: drained with the preemption reason, as a spot reclaim or a deleted
+Kubernetes pod is, then removed (no graceful shutdown). Ray Train and Tune would
+retry a preempted worker's run on their own (the spare node has room); the trial
+must fail instead, its grant kept (raydp_synth/train/pipeline.py: no_retries). The
+second trial then runs on the nodes left.
 Writes what it saw to ``OUT_DIR/observed.json`` for the test to check.
 
 The cluster's health checks are tightened (every 0.5 s, dead after 3 misses) so the
@@ -27,6 +31,28 @@ from tests.faults.test_study_faults import longer_tiny, reported_an_epoch, train
 #: GCS health checks of the simulated nodes: a killed node is declared dead after 3
 #: missed checks 0.5 s apart (1.1 s measured; Ray's defaults: every 3 s, 5 misses).
 HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}
+
+
+#: How long a drained node lives on before it is killed (a spot reclaim's notice,
+#: shortened): Ray marks its actors' deaths as preemptions once the deadline passed.
+RECLAIM_NOTICE_S = 0.3
+
+
+def drain_for_preemption(address: str, node_id: str) -> None:
+    """What a spot reclaim or a deleted Kubernetes pod does first (Ray's SIGTERM
+    handler of ``ray start --block``): the node is drained with the preemption reason
+    and a deadline, after which its actors' deaths say ``preempted``. Returns once the
+    deadline passed."""
+    import ray
+    from ray.core.generated import autoscaler_pb2
+
+    gcs = ray._raylet.GcsClient(address=address)
+    deadline_ms = int(time.time() * 1000 + RECLAIM_NOTICE_S * 1000)
+    accepted, why = gcs.drain_node(
+        node_id, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
+        "a spot reclaim (test)", deadline_ms)
+    assert accepted, why
+    time.sleep(2 * RECLAIM_NOTICE_S)
 
 
 def main(out: Path) -> int:
@@ -70,6 +96,8 @@ def main(out: Path) -> int:
             # node that runs one of its workers.
             if len(grants) == 1 and reported_an_epoch(study, grants[0]["trial_id"]):
                 victim = next(n for n in workers if n.node_id in nodes)
+                log.write(f"{time.time():.1f} draining {victim.node_id} for preemption\n")
+                drain_for_preemption(cluster.address, victim.node_id)
                 log.write(f"{time.time():.1f} removing {victim.node_id}\n")
                 cluster.remove_node(victim, allow_graceful=False)
                 log.write(f"{time.time():.1f} removed\n")

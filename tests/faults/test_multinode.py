@@ -1,5 +1,5 @@
 """A study on a simulated multi-node cluster whose trials span nodes, with a worker
-node killed mid-trial (see :mod:`tests.faults.multinode_study`)."""
+node preempted mid-trial (see :mod:`tests.faults.multinode_study`)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ def test_each_trials_two_train_workers_run_on_two_nodes(observed) -> None:
     assert len({n for nodes in observed["pairs"] for n in nodes}) >= 2
 
 
-def test_a_node_killed_mid_trial_loses_no_grant_and_overspends_nothing(observed) -> None:
+def test_a_node_preempted_mid_trial_is_not_retried_and_keeps_its_grant(observed) -> None:
+    """Ray Train's and Tune's own preemption retries would have rerun the trial's DP
+    loop under its one grant, on the spare node; it fails instead."""
     killed = observed["killed"]
     assert killed is not None, "no node was killed"
     assert killed["node"] != observed["head"]
