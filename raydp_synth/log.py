@@ -80,7 +80,9 @@ __all__ = [
     "ray_log_level",
     "trial_epoch_lines",
     "tune_verbosity",
+    "RayNoiseRecordFilter",
     "WorkerLogFilter",
+    "filter_ray_driver_noise",
     "is_ray_noise",
     "warnings_env",
     "worker_env",
@@ -422,6 +424,32 @@ def is_ray_noise(line: str) -> bool:
     if line.lstrip().startswith(_PREFIX.strip()):
         return False
     return any(pattern.search(line) for pattern in _NOISE_RES)
+
+
+#: Ray's driver-side loggers whose records may be Ray's noise: ``ray.init``'s
+#: "Found multiple active Ray instances ... Connecting to latest cluster" when it joins
+#: a ``ray start`` cluster on a host where other Ray clusters run (our next line names
+#: the cluster joined).
+RAY_DRIVER_NOISE_LOGGERS = ("ray._private.services",)
+
+
+class RayNoiseRecordFilter(logging.Filter):
+    """Drops a log record of Ray's own driver code that is Ray's noise
+    (:func:`is_ray_noise`), at default and quiet verbosity: the driver's counterpart
+    of :class:`WorkerLogFilter`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return (current_verbosity() is Verbosity.VERBOSE
+                or not is_ray_noise(record.getMessage()))
+
+
+def filter_ray_driver_noise() -> None:
+    """Install :class:`RayNoiseRecordFilter` on :data:`RAY_DRIVER_NOISE_LOGGERS`, once
+    (before ``ray.init``, whose own records it filters)."""
+    for name in RAY_DRIVER_NOISE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RayNoiseRecordFilter) for f in logger.filters):
+            logger.addFilter(RayNoiseRecordFilter())
 
 
 @dataclasses.dataclass

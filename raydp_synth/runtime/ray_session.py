@@ -16,6 +16,7 @@ from raydp_synth.log import (
     Verbosity,
     WorkerLogFilter,
     current_verbosity,
+    filter_ray_driver_noise,
     quiet_ray_loggers,
     ray_log_level,
     warnings_env,
@@ -86,6 +87,7 @@ def ensure_ray(*, num_cpus: int | None = None) -> float:
     import ray
 
     if not ray.is_initialized():
+        filter_ray_driver_noise()
         with workers_import_this_package():
             _init_ray(num_cpus)
     quiet_ray_loggers()

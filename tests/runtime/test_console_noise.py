@@ -204,3 +204,28 @@ def test_a_line_before_a_noisy_traceback_is_kept_unless_it_introduces_it() -> No
     # Our exception line right before Ray's traceback, a plain line, then a dropped line.
     lines = [*OUR_ERROR, *MULTIPLE[1:], "plain", DEPRECATION[0], *MULTIPLE[1:]]
     assert shown(WorkerLogFilter(), batch(lines)) == [*OUR_ERROR, "plain"]
+
+
+def test_rays_own_driver_warning_of_other_clusters_is_dropped_unless_verbose(
+        monkeypatch) -> None:
+    """ray.init's warning when it joins a `ray start` cluster on a host where other Ray
+    clusters run (the --keep-cluster run's attach): dropped by the filter that
+    ensure_ray installs on Ray's services logger, shown with --verbose."""
+    import logging
+
+    from raydp_synth.log import RayNoiseRecordFilter, filter_ray_driver_noise
+
+    filter_ray_driver_noise()
+    filter_ray_driver_noise()  # once
+    services = logging.getLogger("ray._private.services")
+    assert sum(isinstance(f, RayNoiseRecordFilter) for f in services.filters) == 1
+    record = services.makeRecord(
+        services.name, logging.WARNING, __file__, 442,
+        "Found multiple active Ray instances: %s. Connecting to latest cluster at %s.",
+        ({"127.0.0.1:6379", "10.0.0.1:6380"}, "127.0.0.1:6379"), None)
+    other = services.makeRecord(services.name, logging.WARNING, __file__, 1,
+                                "Failed to connect to the GCS", (), None)
+    for verbosity, shown_noise in (("default", False), ("quiet", False), ("verbose", True)):
+        monkeypatch.setenv(VERBOSITY_ENV, verbosity)
+        assert bool(services.filter(record)) is shown_noise
+        assert services.filter(other)
