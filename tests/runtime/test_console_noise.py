@@ -6,6 +6,7 @@ real errors are shown; ``--verbose`` shows everything."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -16,7 +17,9 @@ from raydp_synth.log import (
     QUIET_WARNINGS,
     VERBOSITY_ENV,
     WARNINGS_ENV,
+    RayNoiseRecordFilter,
     WorkerLogFilter,
+    filter_ray_driver_noise,
     is_ray_noise,
     warnings_env,
 )
@@ -211,10 +214,6 @@ def test_rays_own_driver_warning_of_other_clusters_is_dropped_unless_verbose(
     """ray.init's warning when it joins a `ray start` cluster on a host where other Ray
     clusters run (the --keep-cluster run's attach): dropped by the filter that
     ensure_ray installs on Ray's services logger, shown with --verbose."""
-    import logging
-
-    from raydp_synth.log import RayNoiseRecordFilter, filter_ray_driver_noise
-
     filter_ray_driver_noise()
     filter_ray_driver_noise()  # once
     services = logging.getLogger("ray._private.services")
