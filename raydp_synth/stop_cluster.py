@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     if address is None:
         raise ConfigError("no local Ray cluster to stop here; give its --address HOST:PORT")
     stopped = stop_cluster(address)
-    print(f"stopped the Ray cluster at {address} ({stopped} processes)")
+    killed = (f", {stopped.killed} of them killed after not ending on SIGTERM"
+              if stopped.killed else "")
+    print(f"stopped the Ray cluster at {address} ({stopped.processes} processes{killed})")
     return 0
 
 

@@ -32,6 +32,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from raydp_synth.errors import ConfigError
 __all__ = ["LOOPBACK_SETTINGS", "cluster_processes", "dashboard_url", "keep_cluster",
            "keep_requested", "kept_cluster_line", "loopback_node", "private_token",
            "run_with_cluster", "running_local_cluster", "start_detached_cluster",
-           "stop_cluster", "stop_command", "token_path"]
+           "StoppedCluster", "stop_cluster", "stop_command", "token_path"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -280,10 +281,22 @@ def cluster_processes(address: str) -> list[Any]:
     return list(found.values())
 
 
-def stop_cluster(address: str, *, timeout_s: float = 15.0) -> int:
+@dataclass(frozen=True)
+class StoppedCluster:
+    """What :func:`stop_cluster` stopped: ``processes`` in all, ``killed`` of them with
+    SIGKILL after the grace period (0 when the cluster ended on SIGTERM)."""
+
+    processes: int
+    killed: int
+
+
+def stop_cluster(address: str, *, timeout_s: float = 15.0) -> StoppedCluster:
     """Stop the local Ray cluster at ``address`` and nothing else (``ray stop`` stops
-    every Ray of the user on the machine): SIGTERM to :func:`cluster_processes`, then
-    SIGKILL to what is left after ``timeout_s``. Returns how many processes it stopped.
+    every Ray of the user on the machine). In ``ray stop``'s order: the raylet first,
+    then every other process of the cluster, the GCS server last, each group sent
+    SIGTERM and given ``timeout_s`` before SIGKILL. (SIGTERM to all at once left the
+    GCS server and the autoscaler's monitor waiting on each other until the SIGKILL:
+    15 s; in this order each group is gone in a second or two.)
 
     Raises:
         ConfigError: no local cluster of this user listens at ``address``.
@@ -294,19 +307,43 @@ def stop_cluster(address: str, *, timeout_s: float = 15.0) -> int:
     if not processes:
         raise ConfigError(f"no Ray cluster of yours listens at {address} on this machine "
                           "(`ray status` lists what runs)")
+    killed = 0
+    for group in _stop_order(processes):
+        for process in group:
+            try:
+                process.terminate()
+            except psutil.Error:
+                pass
+        _, alive = psutil.wait_procs(group, timeout=timeout_s)
+        for process in alive:
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=timeout_s)
+        killed += len(alive)
+    return StoppedCluster(processes=len(processes), killed=killed)
+
+
+def _stop_order(processes: list[Any]) -> list[list[Any]]:
+    """``processes`` in the groups ``ray stop`` stops one after the other: the raylet
+    (whose agents share its fate), everything else, the GCS server."""
+    import psutil
+
+    def kind(process: Any) -> int:
+        try:
+            name = process.name()
+            line = " ".join(process.cmdline())
+        except psutil.Error:
+            return 1
+        if name == "raylet":
+            return 0
+        return 2 if "gcs_server" in name or "/gcs_server " in line + " " else 1
+
+    groups: list[list[Any]] = [[], [], []]
     for process in processes:
-        try:
-            process.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(processes, timeout=timeout_s)
-    for process in alive:
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=timeout_s)
-    return len(processes)
+        groups[kind(process)].append(process)
+    return [group for group in groups if group]
 
 
 def run_with_cluster(keep: bool, run: Callable[[], object]) -> None:
