@@ -45,40 +45,40 @@ from raydp_synth.runtime.ray_session import RAY_SETTINGS
 RAY_GROUPS = 2
 
 #: Seconds that each module's ``ray``/``fault`` tests took in the suite on CI's 2-core
-#: machine, split as here (two groups at once, 2026-11-27), which the split into
-#: :data:`RAY_GROUPS` balances. A module not listed counts as
+#: machine, split as here (two groups at once; the whole suite, idle machine, 27m52s,
+#: 2026-11-29), which the split into :data:`RAY_GROUPS` balances (it gave groups of
+#: 1,282 and 1,228 s that day). A module not listed counts as
 #: :data:`UNLISTED_RAY_MODULE_SECONDS`; add it once measured (``--durations=0``).
 RAY_MODULE_SECONDS = {
-    "tests/faults/test_study_faults.py": 196,  # x0.79 (-n 0, 2026-11-28)
-    "tests/tune/test_study.py": 160,  # 235 before its random-stopping study went to
-    # test_metrics_port.py and its two unplannable studies became one (2026-11-28)
-    "tests/faults/test_multinode.py": 200,  # 172-248 s in CI's suite (2026-11-28/29)
-    "tests/train/test_public_data_run.py": 63,  # x0.58 (-n 0, 2026-11-28)
-    "tests/train/test_end_to_end.py": 71,  # x0.72 (-n 0, 2026-11-28)
-    "tests/tune/test_subsampled_study.py": 97,
-    "tests/tune/test_metrics_port.py": 214,  # alone (-n 0), with test_study.py's RS checks
-    "tests/runtime/test_local_cluster.py": 110,  # its --keep-cluster run is the console
-    # tests' run too (2026-11-29)
-    "tests/tune/test_tune_on_public.py": 57,  # x0.70 (-n 0, 2026-11-28)
-    "tests/tune/test_job_submit.py": 313,  # -n 0, contended, 2026-11-28 (a job + browser)
-    "tests/train/test_interrupt_train.py": 250,  # -n 2, contended, 2026-11-28
-    "tests/dashboard/test_dashboard_browser.py": 79,
-    "tests/accountant/test_actor.py": 75,
-    "tests/train/test_relative_paths.py": 48,
-    "tests/train/test_empty_class_run.py": 39,
-    # test_trial_in_process.py's study too; 112 s contended (-n 0, 2026-11-28)
-    "tests/tune/test_toy_strategy.py": 75,
-    "tests/tune/test_dp_hypo_study.py": 38,
-    "tests/tune/test_interrupt.py": 300,  # -n 0, contended (428 s at load 8), 2026-11-28
-    "tests/tune/test_resume_checks.py": 103,  # -n 0, contended, 2026-11-28
-    "tests/tune/test_reporter.py": 95,  # -n 0, contended, 2026-11-28
-    "tests/train/test_named_dataset_cli.py": 33,
-    "tests/train/test_distributed_noise.py": 31,
-    "tests/faults/test_accountant_faults.py": 30,
-    "tests/tune/test_gpu_packing.py": 16,
-    "tests/tune/test_searcher.py": 3,
-    "tests/train/test_cli_errors.py": 8,
-    "tests/train/test_gpu_resources.py": 3,
+    "tests/faults/test_study_faults.py": 281,
+    "tests/faults/test_multinode.py": 235,
+    "tests/tune/test_job_submit.py": 190,  # 136 without its browser test (no Chromium)
+    "tests/runtime/test_local_cluster.py": 175,  # before stop-cluster's ordered stop
+    # its --keep-cluster run is the console tests' run too
+    "tests/tune/test_interrupt.py": 160,
+    "tests/tune/test_study.py": 155,
+    "tests/train/test_public_data_run.py": 148,
+    "tests/tune/test_subsampled_study.py": 139,
+    "tests/accountant/test_actor.py": 137,
+    "tests/train/test_interrupt_train.py": 132,
+    "tests/train/test_relative_paths.py": 95,
+    "tests/train/test_distributed_noise.py": 84,
+    "tests/train/test_end_to_end.py": 83,
+    "tests/tune/test_metrics_port.py": 82,
+    "tests/dashboard/test_dashboard_browser.py": 79,  # skipped that day (no Chromium)
+    "tests/faults/test_accountant_faults.py": 76,
+    "tests/tune/test_tune_on_public.py": 68,
+    "tests/train/test_empty_class_run.py": 68,
+    "tests/tune/test_resume_checks.py": 62,
+    "tests/train/test_named_dataset_cli.py": 56,
+    "tests/tune/test_dp_hypo_study.py": 37,
+    # test_trial_in_process.py's study too
+    "tests/tune/test_toy_strategy.py": 33,
+    "tests/tune/test_gpu_packing.py": 26,
+    "tests/train/test_cli_errors.py": 20,
+    "tests/tune/test_reporter.py": 10,
+    "tests/train/test_gpu_resources.py": 7,
+    "tests/tune/test_searcher.py": 6,
 }
 UNLISTED_RAY_MODULE_SECONDS = 40
 

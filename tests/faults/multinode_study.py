@@ -77,7 +77,7 @@ def main(out: Path) -> int:
         seen_pairs: set[frozenset] = set()
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline and not finished.is_set():
-            time.sleep(0.1)
+            time.sleep(0.25)  # each poll lists every actor (GCS)
             if not ray.is_initialized():
                 continue
             alive = {aid: info for aid, info in train_workers().items()

@@ -100,7 +100,7 @@ def test_a_train_worker_killed_mid_trial_keeps_its_grant_and_is_not_rerun(
                     return
             except Exception as err:  # a transient read (GCS, a file being written)
                 seen["error"] = repr(err)
-            time.sleep(0.05)
+            time.sleep(0.25)  # each poll lists every actor of the session cluster
 
     killer = threading.Thread(target=kill_first_trials_worker, daemon=True)
     killer.start()
