@@ -406,6 +406,12 @@ RAY_NOISE_TRACEBACKS: tuple[tuple[str, str], ...] = (
      "Train's PlacementGroupCleaner and TrainStateActor threads dying on Ray's "
      "ConnectionError when a second Ray runs on the host (63 of 198 console lines of a "
      "`train` run on a shared host); Train's run itself goes on"),
+    ("Failed to send resource request for train-",
+     "Train's controller telling Ray's autoscaling coordinator what the run needs: its "
+     "5-s wait timed out on a busy machine (GetTimeoutError); the controller asks again "
+     "every 20 s, the run goes on, and Ray's own line says it is safe to ignore"),
+    ("Failed to cancel resource request for train-",
+     "the same coordinator's cancel at the run's end: the request expires on its own"),
 )
 
 _NOISE_RES = tuple(re.compile(pattern) for pattern, _ in RAY_NOISE_LINES)

@@ -63,6 +63,22 @@ STATE_ACTOR = [
     "    raise ConnectionError(",
     "ConnectionError: Found multiple active Ray instances: {'a', 'b'}.",
 ]
+#: A `train` run's controller on a busy 2-core machine (2026-11-29), prefix stripped.
+COORDINATOR_TIMEOUT = [
+    "Failed to send resource request for train-8532b755849d4da8b32cd1b0a050d532. If this only "
+    "happens transiently during network partition or CPU being overloaded, it's safe to "
+    "ignore this error. If this error persists, file a GitHub issue.",
+    "Traceback (most recent call last):",
+    '  File ".../ray/train/v2/_internal/execution/scaling_policy/'
+    'autoscaling_coordinator_client.py", line 58, in send_resource_request',
+    "    ray.get(",
+    '  File ".../ray/_private/worker.py", line 1007, in get_objects',
+    "    ] = self.core_worker.get_objects(",
+    "        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    '  File "python/ray/_raylet.pyx", line 3471, in ray._raylet.CoreWorker.get_objects',
+    '  File "python/ray/includes/common.pxi", line 107, in ray._raylet.check_status',
+    "ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready.",
+]
 OURS = [
     "[raydp_synth] [dpaf] classifier epoch 1/1: loss 2.30",
     "[raydp_synth] warning: RayDeprecationWarning is not ours, but this line is",
@@ -201,6 +217,18 @@ def assert_a_clean_training_console(output: str, stdout: str) -> None:
     assert Counter(progress_lines).most_common(1)[0][1] == 1, output[-4000:]
     assert "[raydp_synth]   plan epsilon=" in stdout
     assert "release written to" in stdout
+
+
+def test_the_autoscaling_coordinators_timeout_is_dropped_with_the_line_that_introduces_it(
+        ) -> None:
+    """Its log line and traceback go; a line of ours before it and an error of ours
+    after it stay."""
+    lines = [OURS[0], *COORDINATOR_TIMEOUT, *OUR_ERROR]
+    assert shown(WorkerLogFilter(), batch(lines)) == [OURS[0], *OUR_ERROR]
+    # Split across two batches of the controller's stream, as Ray may forward it.
+    noise_filter = WorkerLogFilter()
+    assert shown(noise_filter, batch(COORDINATOR_TIMEOUT[:5]),
+                 batch(COORDINATOR_TIMEOUT[5:] + [OURS[1]])) == [OURS[1]]
 
 
 def test_a_line_before_a_noisy_traceback_is_kept_unless_it_introduces_it() -> None:
