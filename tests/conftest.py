@@ -32,6 +32,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Generator
 from pathlib import Path
 from typing import IO
 
@@ -119,28 +120,35 @@ def ray_groups(nodeids: list[str], groups: int) -> dict[str, str]:
 _RAY_GROUP_KEY = pytest.StashKey[str]()
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Generator[None, None, None]:
     """Refuse a ``ray_local`` test without the ``ray`` marker; make ``ray``/``fault`` tests
-    slow and give each its Ray group; on an xdist worker, write the groups for the
-    controller's scheduler."""
+    slow (before ``-m`` deselects: the quick tier leaves them out); then, once ``-m``
+    and ``-k`` have deselected, give each selected Ray test its Ray group (the groups
+    balance what runs: the CI tier, or ``-m extended``) and, on an xdist worker, write
+    the groups for the controller's scheduler."""
     unmarked = [item.nodeid for item in items
                 if "ray_local" in getattr(item, "fixturenames", ())
                 and item.get_closest_marker("ray") is None]
     if unmarked:
         raise pytest.UsageError("tests using the ray_local fixture must be marked "
                                 f"@pytest.mark.ray: {', '.join(unmarked)}")
+    for item in items:
+        if _starts_ray(item):
+            item.add_marker(pytest.mark.slow)
+    result = yield
     workerinput = getattr(config, "workerinput", {})
     ray_items = [item for item in items if _starts_ray(item)]
     groups = ray_groups([item.nodeid for item in ray_items],
                         min(RAY_GROUPS, int(workerinput.get("workercount", 1))))
     for item in ray_items:
-        item.add_marker(pytest.mark.slow)
         item.stash[_RAY_GROUP_KEY] = groups[item.nodeid]
     shared = workerinput.get(_SHARED_DIR)
     if shared is not None:
         written = Path(shared) / f"ray-groups.{workerinput['workerid']}.json.tmp"
         written.write_text(json.dumps(groups))
         written.replace(written.with_suffix(""))  # before the worker reports its collection
+    return result
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -13,7 +13,9 @@ import pytest
 
 from tests.faults.test_study_faults import composed_epsilon
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.fault]
+# extended: a second node's start and a preemption; a one-node trial's killed worker
+# (test_study_faults.py) runs the same no-retry path in CI.
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.fault, pytest.mark.extended]
 
 ROOT = Path(__file__).resolve().parents[2]
 

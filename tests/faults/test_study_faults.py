@@ -162,6 +162,9 @@ def killed_study(tmp_path_factory) -> tuple[Path, Path]:
     return study, as_killed
 
 
+# extended: the ledger it resumes on is rebuilt as after an accountant crash
+# (tests/accountant/test_actor.py) and a resume is checked by tests/tune/test_resume_checks.py.
+@pytest.mark.extended
 @pytest.mark.parametrize("tune_saved", [True, False], ids=["tune-restore", "tune-never-saved"])
 def test_a_killed_driver_resumes_on_the_same_ledger(ray_local, killed_study, capsys,
                                                     tune_saved) -> None:

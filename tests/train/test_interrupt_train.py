@@ -28,6 +28,8 @@ TINY = ["dpaf", "--epsilon", "4", "--set", "epochs=1", "--set", "classifier_epoc
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
+# extended: a study's evaluation interrupted (tests/tune/test_interrupt.py) runs in CI.
+@pytest.mark.extended
 def test_sigint_in_evaluation_keeps_the_release_and_says_how_to_rerun_it(tmp_path) -> None:
     out = tmp_path / "run"
     proc = start_command("raydp_synth.train", [*TINY, "--out", str(out)], tmp_path)

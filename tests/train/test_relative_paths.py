@@ -79,6 +79,9 @@ def _digits_folder(root: Path, count: int, *, invert: bool = False) -> None:
         Image.fromarray(image).save(root / str(raw.labels[i]) / f"{i}.png")
 
 
+# extended: the three-trial study of tests/tune/test_study.py gives its dataset and
+# public data as relative paths too, and runs in CI.
+@pytest.mark.extended
 @pytest.mark.ray
 @pytest.mark.slow
 def test_relative_dataset_and_public_paths_work_in_the_workers(ray_local, tmp_path, monkeypatch
