@@ -45,41 +45,46 @@ from raydp_synth.runtime.ray_session import RAY_SETTINGS
 #: would crowd CI's two cores.
 RAY_GROUPS = 2
 
-#: Seconds that each module's ``ray``/``fault`` tests took in the suite on CI's 2-core
-#: machine, split as here (two groups at once; the whole suite, idle machine, 27m52s,
-#: 2026-11-29), which the split into :data:`RAY_GROUPS` balances (it gave groups of
-#: 1,282 and 1,228 s that day). A module not listed counts as
+#: Seconds that each module's ``ray``/``fault`` tests of the CI tier took in the suite
+#: on CI's 2-core machine, split as here (two groups at once; the CI tier, 27m45s on
+#: 2026-11-29, a day the machine ran 1.27x slower than its idle best), which the split
+#: into :data:`RAY_GROUPS` balances; :data:`EXTENDED_RAY_MODULE_SECONDS` holds the
+#: ``extended`` tests' seconds (2026-11-29, whole suite). A module not listed counts as
 #: :data:`UNLISTED_RAY_MODULE_SECONDS`; add it once measured (``--durations=0``).
 RAY_MODULE_SECONDS = {
-    "tests/faults/test_study_faults.py": 281,
-    "tests/faults/test_multinode.py": 235,
-    "tests/tune/test_job_submit.py": 190,  # 136 without its browser test (no Chromium)
-    "tests/runtime/test_local_cluster.py": 175,  # before stop-cluster's ordered stop
-    # its --keep-cluster run is the console tests' run too
-    "tests/tune/test_interrupt.py": 160,
-    "tests/tune/test_study.py": 155,
-    "tests/train/test_public_data_run.py": 148,
-    "tests/tune/test_subsampled_study.py": 139,
-    "tests/accountant/test_actor.py": 137,
-    "tests/train/test_interrupt_train.py": 132,
-    "tests/train/test_relative_paths.py": 95,
-    "tests/train/test_distributed_noise.py": 84,
-    "tests/train/test_end_to_end.py": 83,
-    "tests/tune/test_metrics_port.py": 82,
-    "tests/dashboard/test_dashboard_browser.py": 79,  # skipped that day (no Chromium)
-    "tests/faults/test_accountant_faults.py": 76,
-    "tests/tune/test_tune_on_public.py": 68,
+    "tests/tune/test_interrupt.py": 188,
+    "tests/tune/test_study.py": 179,
+    "tests/tune/test_job_submit.py": 175,
+    "tests/dashboard/test_dashboard_browser.py": 171,
+    "tests/accountant/test_actor.py": 158,
+    "tests/tune/test_subsampled_study.py": 148,
+    "tests/runtime/test_local_cluster.py": 132,  # its --keep-cluster run is the console tests' run too
+    "tests/train/test_distributed_noise.py": 114,
+    "tests/tune/test_metrics_port.py": 93,
+    "tests/faults/test_study_faults.py": 92,
+    "tests/tune/test_tune_on_public.py": 92,
+    "tests/train/test_public_data_run.py": 89,
+    "tests/faults/test_accountant_faults.py": 82,
+    "tests/train/test_end_to_end.py": 73,
+    "tests/tune/test_resume_checks.py": 71,
     "tests/train/test_empty_class_run.py": 68,
-    "tests/tune/test_resume_checks.py": 62,
-    "tests/train/test_named_dataset_cli.py": 56,
-    "tests/tune/test_dp_hypo_study.py": 37,
-    # test_trial_in_process.py's study too
-    "tests/tune/test_toy_strategy.py": 33,
-    "tests/tune/test_gpu_packing.py": 26,
-    "tests/train/test_cli_errors.py": 20,
-    "tests/tune/test_reporter.py": 10,
-    "tests/train/test_gpu_resources.py": 7,
-    "tests/tune/test_searcher.py": 6,
+    "tests/train/test_named_dataset_cli.py": 48,
+    "tests/tune/test_dp_hypo_study.py": 43,
+    "tests/tune/test_toy_strategy.py": 42,  # test_trial_in_process.py's study too
+    "tests/train/test_interrupt_train.py": 38,
+    "tests/tune/test_gpu_packing.py": 34,
+    "tests/train/test_relative_paths.py": 31,
+    "tests/train/test_cli_errors.py": 26,
+    "tests/tune/test_searcher.py": 9,
+    "tests/tune/test_reporter.py": 8,
+    "tests/train/test_gpu_resources.py": 6,
+}
+EXTENDED_RAY_MODULE_SECONDS = {
+    "tests/faults/test_study_faults.py": 254,
+    "tests/faults/test_multinode.py": 231,
+    "tests/train/test_interrupt_train.py": 125,
+    "tests/train/test_public_data_run.py": 74,
+    "tests/train/test_relative_paths.py": 72,
 }
 UNLISTED_RAY_MODULE_SECONDS = 40
 
@@ -101,13 +106,20 @@ def _module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def ray_groups(nodeids: list[str], groups: int) -> dict[str, str]:
+def ray_groups(nodeids: list[str], groups: int,
+               extended: frozenset[str] = frozenset()) -> dict[str, str]:
     """The Ray group (``ray-0``, ``ray-1``, ...) of each Ray test: whole modules, the
-    longest first (:data:`RAY_MODULE_SECONDS`), each to the group with the least time
-    so far. A module stays together, so its module-scoped fixtures (the release bundle's
-    study, for one) are built once."""
-    seconds = {m: RAY_MODULE_SECONDS.get(m, UNLISTED_RAY_MODULE_SECONDS)
-               for m in {_module_of(n) for n in nodeids}}
+    longest first, each to the group with the least time so far. A module's time is
+    that of its tiers that run (:data:`RAY_MODULE_SECONDS` if any of its tests outside
+    ``extended``, the ids in ``extended``, runs; :data:`EXTENDED_RAY_MODULE_SECONDS` if
+    one of those does). A module stays together, so its module-scoped fixtures (the
+    release bundle's study, for one) are built once."""
+    tiers: dict[str, set[bool]] = {}
+    for n in nodeids:
+        tiers.setdefault(_module_of(n), set()).add(n in extended)
+    seconds = {m: (RAY_MODULE_SECONDS.get(m, UNLISTED_RAY_MODULE_SECONDS) if False in t else 0)
+               + (EXTENDED_RAY_MODULE_SECONDS.get(m, UNLISTED_RAY_MODULE_SECONDS) if True in t else 0)
+               for m, t in tiers.items()}
     load = [0.0] * max(1, min(groups, len(seconds)))
     group_of: dict[str, str] = {}
     for module in sorted(seconds, key=lambda m: (-seconds[m], m)):
@@ -140,7 +152,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     workerinput = getattr(config, "workerinput", {})
     ray_items = [item for item in items if _starts_ray(item)]
     groups = ray_groups([item.nodeid for item in ray_items],
-                        min(RAY_GROUPS, int(workerinput.get("workercount", 1))))
+                        min(RAY_GROUPS, int(workerinput.get("workercount", 1))),
+                        frozenset(item.nodeid for item in ray_items
+                                  if item.get_closest_marker("extended")))
     for item in ray_items:
         item.stash[_RAY_GROUP_KEY] = groups[item.nodeid]
     shared = workerinput.get(_SHARED_DIR)

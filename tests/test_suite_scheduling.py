@@ -84,3 +84,22 @@ def test_each_ray_module_runs_whole_on_one_worker_with_its_own_ray_folder(
     assert len(set(folders.values())) == 2 and None not in folders.values(), folders
     assert all(not Path(folder).exists() for folder in folders.values()), \
         "a worker's Ray folder outlived it"
+
+
+def test_the_groups_balance_the_tiers_that_run() -> None:
+    """A module's time counts the tiers of its selected tests: its CI-tier seconds, its
+    ``extended`` seconds, or both; a module with no selected test is in no group."""
+    from tests.conftest import EXTENDED_RAY_MODULE_SECONDS, RAY_MODULE_SECONDS, ray_groups
+
+    faults, multinode = "tests/faults/test_study_faults.py", "tests/faults/test_multinode.py"
+    big = max(RAY_MODULE_SECONDS, key=RAY_MODULE_SECONDS.get)
+    assert EXTENDED_RAY_MODULE_SECONDS[faults] > RAY_MODULE_SECONDS[big]
+    ci = [f"{faults}::test_ci", f"{big}::test_ci", f"{multinode}::test_x"]
+    # The CI tier: the fault module's CI seconds are under the largest module's.
+    groups = ray_groups(ci[:2], 2)
+    assert groups[ci[1]] == "ray-0" and groups[ci[0]] == "ray-1"
+    # Its extended test selected too: the extended seconds count, and it goes first.
+    extended = f"{faults}::test_extended"
+    groups = ray_groups([*ci[:2], extended], 2, frozenset({extended}))
+    assert groups[extended] == groups[ci[0]] == "ray-0" and groups[ci[1]] == "ray-1"
+    assert set(ray_groups([ci[1]], 2)) == {ci[1]}
