@@ -114,11 +114,11 @@ def ray_groups(nodeids: list[str], groups: int,
     ``extended``, the ids in ``extended``, runs; :data:`EXTENDED_RAY_MODULE_SECONDS` if
     one of those does). A module stays together, so its module-scoped fixtures (the
     release bundle's study, for one) are built once."""
-    tiers: dict[str, set[bool]] = {}
+    tables = {False: RAY_MODULE_SECONDS, True: EXTENDED_RAY_MODULE_SECONDS}
+    tiers: dict[str, set[bool]] = {}  # module -> is_extended of its selected tests
     for n in nodeids:
         tiers.setdefault(_module_of(n), set()).add(n in extended)
-    seconds = {m: (RAY_MODULE_SECONDS.get(m, UNLISTED_RAY_MODULE_SECONDS) if False in t else 0)
-               + (EXTENDED_RAY_MODULE_SECONDS.get(m, UNLISTED_RAY_MODULE_SECONDS) if True in t else 0)
+    seconds = {m: sum(tables[tier].get(m, UNLISTED_RAY_MODULE_SECONDS) for tier in t)
                for m, t in tiers.items()}
     load = [0.0] * max(1, min(groups, len(seconds)))
     group_of: dict[str, str] = {}
@@ -133,7 +133,8 @@ _RAY_GROUP_KEY = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Generator[None, None, None]:
+def pytest_collection_modifyitems(config: pytest.Config,
+                                   items: list[pytest.Item]) -> Generator[None, None, None]:
     """Refuse a ``ray_local`` test without the ``ray`` marker; make ``ray``/``fault`` tests
     slow (before ``-m`` deselects: the quick tier leaves them out); then, once ``-m``
     and ``-k`` have deselected, give each selected Ray test its Ray group (the groups
