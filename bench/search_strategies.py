@@ -364,7 +364,10 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--only-seeds", default=None, metavar="LIST",
                         help="of the --seeds, run (or evaluate) only these (e.g. 2 or 0,2): "
-                             "one process a seed, to run seeds side by side")
+                             "one process a seed, to run seeds side by side on a machine "
+                             "with the cores for it (each run's Ray cluster takes every "
+                             "core: two side by side on 2 cores trained dpwgan on MNIST in "
+                             "1,506 s against 349 s alone, not twice as long)")
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--ceiling", type=int, default=0, metavar="N",
                         help="add the strategies draw:0..draw:N-1 and the summary's "
