@@ -8,12 +8,14 @@ import dp_accounting as dpa
 import pytest
 import torch
 
+from raydp_synth.config import config_to_dict
 from raydp_synth.data import DataInfo, load_dataset
 from raydp_synth.methods import get_method
 from raydp_synth.methods.components.gan_networks import Critic
 from raydp_synth.methods.components.pairs import critic_record_grads
 from raydp_synth.privacy.dp_sgd import clipped_sum, noised_release, split_by_shapes
 from raydp_synth.runtime.seeding import seeded
+from raydp_synth.tune.search_space import load_search_space
 from tests.stats import assert_gaussian_std
 
 INFO = DataInfo(num_records=1442, image_size=16, channels=1, num_classes=10)
@@ -99,3 +101,39 @@ def test_dp_adam_is_independent_of_a_small_clip_norm() -> None:
     moved = (small - start).norm()
     assert moved > 0
     assert (small - smaller).norm() < 1e-3 * moved
+
+
+@pytest.mark.parametrize(("image_size", "capacity"), [(8, 16), (16, 16), (32, 32), (64, 32)])
+def test_the_default_capacity_follows_the_declared_image_size(image_size: int,
+                                                               capacity: int) -> None:
+    """16 up to 16x16 (the digits' sweep), 32 above (the small-images paper's MNIST
+    sweep); the data's image size or a --set image_size decides, a --set capacity wins."""
+    method = get_method("dpwgan")
+    data = DataInfo(num_records=60_000, image_size=image_size, channels=1, num_classes=10)
+    assert method.make_config({}, data).capacity == capacity
+    assert method.make_config({"capacity": 8}, data).capacity == 8
+    other = DataInfo(num_records=60_000, image_size=16 if image_size > 16 else 32, channels=1,
+                     num_classes=10)
+    assert method.make_config({"image_size": image_size}, other).capacity == capacity
+
+
+def test_the_capacity_leaves_the_plan_unchanged() -> None:
+    """The critic's step has sensitivity C whatever its size: the default plans (pinned
+    in tests/privacy/test_default_plans.py) do not move with the capacity rule."""
+    method = get_method("dpwgan")
+    data = DataInfo(num_records=60_000, image_size=32, channels=1, num_classes=10)
+    adaptive = method.make_config({}, data)
+    constant = method.make_config({"capacity": 16}, data)
+    assert (adaptive.capacity, constant.capacity) == (32, 16)
+    assert method.schedule(adaptive, data) == method.schedule(constant, data)
+
+
+@pytest.mark.parametrize("image_size", [16, 32])
+def test_the_packaged_space_holds_the_default_capacity(image_size: int) -> None:
+    """A study's first (compose) or anchored trial is the default: its capacity must be
+    one of the packaged space's choices at either image size, or the sampler would draw it."""
+    method = get_method("dpwgan")
+    data = DataInfo(num_records=60_000, image_size=image_size, channels=1, num_classes=10)
+    default = method.make_config({}, data)
+    point = load_search_space(None, "dpwgan", data).default_point(config_to_dict(default))
+    assert point["capacity"] == default.capacity

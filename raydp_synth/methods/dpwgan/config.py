@@ -21,4 +21,7 @@ class DPWGANConfig(WGANGPConfig):
     1217 with batch 64, 20 epochs; n_critic 5 and
     50 epochs, the paper's WGAN-GP habits, left G ~60 steps and mode-collapsed;
     one critic step per G step and G's learning rate above the critic's did best).
+    The capacity's class default, 16, is the one at 16x16; :meth:`DPWGAN.make_config
+    <raydp_synth.methods.dpwgan.DPWGAN.make_config>` sets it from the image size
+    (32 above 16x16, :func:`~raydp_synth.methods.dpwgan.default_capacity`).
     """
