@@ -11,6 +11,9 @@
 #   public (digits only)   the search on 2,000 MNIST training images declared public (other
 #                          writers, same classes), then one private run; MNIST's own cells
 #                          have no disjoint public set of their kind here
+#   constant (MNIST, dpwgan) the default before it followed the image size (capacity 16,
+#                          --set dpwgan:capacity=16), one run a seed: the adaptive
+#                          default's yardstick (the "run" rows are the adaptive default)
 # Trials are packed four to a GPU (--gpus-per-trial 0.25). Each cell's evaluation.json
 # carries CAS and the two collapse-sensitive figures (FID and IS under the domain CNN),
 # which the summary tables show beside CAS.
@@ -44,3 +47,7 @@ common=(--methods dpaf,dpwgan --epsilons 1,10 --seeds 3 --ceiling 3 $device)
     --strategies run,compose:3,restarts:3,dp-hypo-anchored \
     --out "$out/mnist" --results bench/results/search-full-length/mnist \
     2>&1 | tee bench/results/search-full-length/mnist.log
+"$python" bench/search_strategies.py --dataset mnist --data-dir "$mnist" --methods dpwgan \
+    --epsilons 1,10 --seeds 3 --set dpwgan:capacity=16 --strategies run $device \
+    --out "$out/mnist-constant" --results bench/results/search-full-length/mnist-constant \
+    2>&1 | tee bench/results/search-full-length/mnist-constant.log
