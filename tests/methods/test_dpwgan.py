@@ -115,6 +115,7 @@ def test_the_default_capacity_follows_the_declared_image_size(image_size: int,
     other = DataInfo(num_records=60_000, image_size=16 if image_size > 16 else 32, channels=1,
                      num_classes=10)
     assert method.make_config({"image_size": image_size}, other).capacity == capacity
+    assert method.make_config({"image_size": str(image_size)}, other).capacity == capacity  # --set
 
 
 def test_the_capacity_leaves_the_plan_unchanged() -> None:

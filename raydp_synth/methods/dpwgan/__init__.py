@@ -53,9 +53,12 @@ class DPWGAN(Method):
         """As every method's, with the capacity's default from the image size
         (:func:`default_capacity`) where the values leave it unset."""
         values = dict(values)
-        size = values.get("image_size", data.image_size)
-        if isinstance(size, int) and not isinstance(size, bool):  # else the config refuses it
-            values.setdefault("capacity", default_capacity(size))
+        try:  # a --set value arrives as a string
+            side = int(values.get("image_size", data.image_size))
+        except (TypeError, ValueError):
+            side = None  # the config refuses it below
+        if side is not None:
+            values.setdefault("capacity", default_capacity(side))
         config: DPWGANConfig = super().make_config(values, data)
         return config
 
