@@ -10,6 +10,7 @@ noise scale of the released update.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,16 +51,11 @@ class DPWGAN(Method):
     smoke_settings = {"epochs": 1, "capacity": 4, "batch_size": 24}
 
     def make_config(self, values: Mapping[str, Any], data: DataInfo) -> DPWGANConfig:
-        """As every method's, with the capacity's default from the image size
-        (:func:`default_capacity`) where the values leave it unset."""
-        values = dict(values)
-        try:  # a --set value arrives as a string
-            side = int(values.get("image_size", data.image_size))
-        except (TypeError, ValueError):
-            side = None  # the config refuses it below
-        if side is not None:
-            values.setdefault("capacity", default_capacity(side))
+        """As every method's, with the capacity's default from the config's validated
+        image size (:func:`default_capacity`) where the values leave it unset."""
         config: DPWGANConfig = super().make_config(values, data)
+        if "capacity" not in values:
+            config = dataclasses.replace(config, capacity=default_capacity(config.image_size))
         return config
 
     def schedule(self, config: DPWGANConfig, data: DataInfo) -> list[MechanismSpec]:
