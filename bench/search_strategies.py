@@ -86,6 +86,10 @@ from typing import Any
 SMALL_FILES = ("run.json", "study.json", "release/privacy.json", "evaluation.json",
                "score.json", "timing.json", "bench_wall.json")
 
+#: The evaluation's diversity figures; the summary shows recall and diversity where
+#: a cell of the table has them (tables of older evaluations keep their columns).
+DIVERSITY_FIGURES = ("precision_cnn", "recall_cnn", "diversity_cnn")
+
 #: The random-search selections' arguments; each runs with random draws only (the
 #: strategy of that name) and with the default's atom (``-anchored``).
 _RANDOM_STOPPING = ["--strategy", "random-stopping", "--sampler", "random",
@@ -254,11 +258,18 @@ def keep_small_files(run_dir: Path, results: Path) -> None:
 
 def _released_final(directory: Path) -> dict[str, float] | None:
     """The released generator's figures in its evaluation (``final``: CAS per
-    classifier, ``fid_cnn``, ``is_cnn``), or None before its evaluation."""
+    classifier, ``fid_cnn``, ``is_cnn``, and in newer evaluations ``precision_cnn``,
+    ``recall_cnn``, ``diversity_cnn``; for an older one, those of the cell's
+    ``diversity.json`` if ``bench/diversity.py`` wrote one), or None before its
+    evaluation."""
     path = directory / "evaluation.json"
     if not path.is_file():
         return None
-    final = json.loads(path.read_text()).get("final") or {}
+    final = dict(json.loads(path.read_text()).get("final") or {})
+    backfilled = directory / "diversity.json"
+    if backfilled.is_file():
+        record = json.loads(backfilled.read_text())
+        final.update({k: record[k] for k in DIVERSITY_FIGURES if k not in final and k in record})
     return {k: float(v) for k, v in final.items() if isinstance(v, (int, float))}
 
 
@@ -328,9 +339,12 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
         spread = statistics.stdev(values) if len(values) > 1 else math.nan
         return statistics.fmean(values), spread, len(values)
 
-    lines = ["| method | epsilon | strategy | seeds | mean CAS | std | FID (CNN) | IS (CNN) | "
-             "wall s (mean) | beats the run | paired diff vs run |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    with_diversity = any("recall_cnn" in final for group in finals.values() for final in group)
+    extra = " recall (CNN) | diversity (CNN) |" if with_diversity else ""
+    lines = ["| method | epsilon | strategy | seeds | mean CAS | std | FID (CNN) | IS (CNN) |"
+             f"{extra} wall s (mean) | beats the run | paired diff vs run |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"
+             f"{' --- | --- |' if with_diversity else ''} --- | --- | --- |"]
     for key in sorted(groups):
         method, epsilon, strategy = key
         mean, spread, count = stats(key)  # type: ignore[misc]
@@ -344,6 +358,9 @@ def summarise(results: Path, cells: list[tuple[str, str, str, str, int]]) -> str
         # the seeds' released generators; the ceiling row picks per seed, so none).
         diversity = (f"{_mean_figure(finals[key], 'fid_cnn', 0)} | "
                      f"{_mean_figure(finals[key], 'is_cnn', 2)}")
+        if with_diversity:
+            diversity += (f" | {_mean_figure(finals[key], 'recall_cnn', 3)} | "
+                          f"{_mean_figure(finals[key], 'diversity_cnn', 2)}")
         lines.append(f"| {method} | {epsilon} | {strategy} | {count} | {mean:.3f} | "
                      f"{'-' if math.isnan(spread) else f'{spread:.3f}'} | {diversity} | "
                      f"{f'{statistics.fmean(walls):.0f}' if walls else '-'} | {verdict} | "

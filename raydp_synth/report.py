@@ -2,8 +2,8 @@
 
 Each DIR is a training run's ``--out`` directory or a study directory
 (``STORAGE/NAME``); each gives one row: method, dataset, epsilon with what it
-counts, delta, CAS per classifier, FID and IS, precision and recall, the number of
-synthetic images evaluated, and the training time. Only files are read (no Ray, no
+counts, delta, CAS per classifier, FID and IS, precision, recall and diversity, the
+number of synthetic images evaluated, and the training time. Only files are read (no Ray, no
 data, no network):
 
 * ``run.json``: method and dataset (a study writes one for its released trial);
@@ -16,9 +16,10 @@ data, no network):
 A figure a directory does not hold is left blank (CSV) or shown as "—"
 (Markdown), never estimated. The domain-CNN figures are ``fid_cnn`` and ``is_cnn``
 (read from ``evaluation.json``'s ``fid_cnn``/``is_cnn``, or the older names
-``fid``/``inception_score``); the Inception-v3 figures ``fid_inception``,
-``is_inception``, ``precision`` and ``recall`` only when the evaluation computed
-them.
+``fid``/``inception_score``) and, in evaluations since they were added,
+``precision_cnn``, ``recall_cnn`` and ``diversity_cnn``; the Inception-v3 figures
+``fid_inception``, ``is_inception``, ``precision`` and ``recall`` only when the
+evaluation computed them.
 
 A random-stopping study's number of trials is secret (Papernot & Steinke 2022):
 its row names the mean it was drawn with, never the trials run.
@@ -62,6 +63,9 @@ END_MARKER = "<!-- report:end -->"
 FIGURES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("fid_cnn", ("fid_cnn", "fid"), "FID (CNN)"),
     ("is_cnn", ("is_cnn", "inception_score"), "IS (CNN)"),
+    ("precision_cnn", ("precision_cnn",), "precision (CNN)"),
+    ("recall_cnn", ("recall_cnn",), "recall (CNN)"),
+    ("diversity_cnn", ("diversity_cnn",), "diversity (CNN)"),
     ("fid_inception", ("fid_inception",), "FID (Inception)"),
     ("is_inception", ("is_inception",), "IS (Inception)"),
     ("precision", ("precision",), "precision"),

@@ -229,3 +229,26 @@ def test_the_docs_strategy_tables_are_the_summaries_of_the_stored_runs() -> None
                       for seed in _stored_seeds(results, label)[:int(row["seeds"])]]
         assert cells, name
         assert bench.summarise(results, cells) == table, name
+
+
+def test_the_summary_shows_recall_and_diversity_where_cells_have_them(tmp_path) -> None:
+    """A newer evaluation's figures, or an older one's backfilled ``diversity.json``
+    (bench/diversity.py), give the table recall and diversity columns; tables of
+    older cells keep their columns."""
+    cells = []
+    for seed, (final, backfilled) in enumerate([
+            ({"cas_logreg": 0.5, "recall_cnn": 0.2, "diversity_cnn": 0.4}, None),
+            ({"cas_logreg": 0.7}, {"recall_cnn": 0.4, "diversity_cnn": 0.8})]):
+        name = f"dpwgan-mnist-eps1-run-s{seed}"
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "evaluation.json").write_text(json.dumps({"final": final}))
+        if backfilled:
+            (tmp_path / name / "diversity.json").write_text(json.dumps(backfilled))
+        cells.append((name, "dpwgan", "1", "run", seed))
+    header, _, row = bench.summarise(tmp_path, cells).splitlines()
+    assert "| IS (CNN) | recall (CNN) | diversity (CNN) | wall s" in header
+    assert "| - | 0.300 | 0.60 |" in row  # IS, then the means over the two seeds
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "evaluation.json").write_text(json.dumps({"final": {"cas_logreg": 0.5}}))
+    older = bench.summarise(tmp_path, [("old", "dpwgan", "1", "run", 0)])
+    assert "recall" not in older

@@ -1,4 +1,5 @@
-"""Utility figures of a generator: CAS, FID, the inception score, precision/recall.
+"""Utility figures of a generator: CAS, FID, the inception score, precision/recall,
+intra-class diversity.
 
 Two feature spaces, reported under separate names (docs/architecture.md, section 5):
 
@@ -9,7 +10,8 @@ Two feature spaces, reported under separate names (docs/architecture.md, section
   as Salimans et al. 2016 compute it (:func:`split_inception_score`), and improved
   precision/recall on the same pool3 features (:func:`precision_recall`). These are
   the numbers papers and DPImageBench compare.
-* **The domain-CNN figures** (``fid_cnn``, ``is_cnn``): the same formulas in the
+* **The domain-CNN figures** (``fid_cnn``, ``is_cnn``, ``precision_cnn``,
+  ``recall_cnn``, ``diversity_cnn``): the same formulas in the
   feature space of an :class:`~raydp_synth.evaluation.classifiers.EvaluationCNN`
   trained on data that is *not* the sensitive training split (a dataset the user
   declared public, or else the held-out test split). They need no downloaded
@@ -17,7 +19,9 @@ Two feature spaces, reported under separate names (docs/architecture.md, section
   tracks; they are comparable between runs evaluated with the same network, never
   with published Inception figures. The IS is then Schwabedal, Michel and Riontino
   2020 eq. 8 with the CNN as the classifier K (:func:`inception_score`), between 1
-  and the number of classes.
+  and the number of classes. Two of them see what CAS cannot, a generator whose
+  samples of a class all look alike: the recall (how much of the real distribution
+  the samples cover) and the intra-class diversity (:func:`intra_class_diversity`).
 * **CAS** (classifier accuracy on synthetic data): a classifier of
   :mod:`~raydp_synth.evaluation.classifiers` trained only on synthetic images,
   tested on the real test split.
@@ -30,8 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["frechet_distance", "gaussian_stats", "inception_score", "precision_recall",
-           "split_inception_score"]
+__all__ = ["frechet_distance", "gaussian_stats", "inception_score", "intra_class_diversity",
+           "precision_recall", "split_inception_score"]
 
 
 def gaussian_stats(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -186,3 +190,61 @@ def precision_recall(real: np.ndarray, synthetic: np.ndarray, *, k: int = 3,
     precision = _covered_fraction(synthetic, real, real_radii, chunk)
     recall = _covered_fraction(real, synthetic, synthetic_radii, chunk)
     return precision, recall
+
+
+def intra_class_diversity(real: np.ndarray, real_labels: np.ndarray, synthetic: np.ndarray,
+                          synthetic_labels: np.ndarray, *, per_class: int = 1000,
+                          seed: int = 0) -> float:
+    """How varied a generator's samples of one class are, against the real images of
+    that class: per class, the mean distance between two different synthetic feature
+    vectors of it over that between two different real ones, then the mean over the
+    classes that have at least two of each.
+
+    1 is as varied as the real data; a generator that draws one image per class (mode
+    collapse within the class, which CAS does not see: one clean image per class can
+    train a good classifier) scores 0. A class's mean pairwise distance estimates the
+    expected distance of two independent draws, whatever the sample count, so the two
+    sides need not be the same size; each class is estimated on at most ``per_class``
+    points of each side (a seeded subset), ``per_class^2`` distances a class.
+
+    Args:
+        real, synthetic: feature vectors [N, D] (the same D).
+        real_labels, synthetic_labels: their class labels [N].
+
+    Returns:
+        The mean ratio over the classes, >= 0 (above 1 where the samples are more
+        spread than the real data, e.g. noise).
+
+    Raises:
+        ValueError: on mismatched shapes, or when no class has two points of each side.
+    """
+    real, synthetic = _feature_matrix(real), _feature_matrix(synthetic)
+    real_labels, synthetic_labels = np.asarray(real_labels), np.asarray(synthetic_labels)
+    if real.shape[1] != synthetic.shape[1] or len(real) != len(real_labels) \
+            or len(synthetic) != len(synthetic_labels):
+        raise ValueError(f"need features [N, D] of the same D with one label each, got "
+                         f"{real.shape} with {real_labels.shape} labels and {synthetic.shape} "
+                         f"with {synthetic_labels.shape}")
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for label in np.unique(real_labels):
+        sides = []
+        for points in (synthetic[synthetic_labels == label], real[real_labels == label]):
+            if len(points) > per_class:
+                points = points[np.sort(rng.choice(len(points), per_class, replace=False))]
+            sides.append(points)
+        if min(len(side) for side in sides) < 2:
+            continue
+        synthetic_spread, real_spread = (_mean_pairwise_distance(side) for side in sides)
+        if real_spread > 0:
+            ratios.append(synthetic_spread / real_spread)
+    if not ratios:
+        raise ValueError("no class has two real and two synthetic points: nothing to compare")
+    return float(np.mean(ratios))
+
+
+def _mean_pairwise_distance(points: np.ndarray) -> float:
+    """Mean Euclidean distance over the pairs of different points."""
+    n = len(points)
+    distances = np.sqrt(_squared_distances(points, points))
+    return float((distances.sum() - np.trace(distances)) / (n * (n - 1)))

@@ -11,7 +11,9 @@ Figures (see :mod:`~raydp_synth.evaluation.metrics` for the choices), under
 names that say their feature space:
 
 * of the released generator: CAS with the three classifiers (``cas_<classifier>``),
-  the domain-CNN FID and IS (``fid_cnn``, ``is_cnn``), and, when the FID
+  the domain-CNN FID and IS (``fid_cnn``, ``is_cnn``), its precision, recall and
+  intra-class diversity (``precision_cnn``, ``recall_cnn``, ``diversity_cnn``:
+  :func:`diversity_figures`), and, when the FID
   Inception-v3 weights are on this machine (:mod:`~raydp_synth.evaluation.inception`),
   the field's ``fid_inception``, ``is_inception``, ``precision`` and ``recall``; the
   ``inception`` block of ``evaluation.json`` records the weights file, its sha256
@@ -49,7 +51,12 @@ from raydp_synth.evaluation.inception import (
     missing_weights_note,
     resolve_weights,
 )
-from raydp_synth.evaluation.metrics import frechet_distance, inception_score
+from raydp_synth.evaluation.metrics import (
+    frechet_distance,
+    inception_score,
+    intra_class_diversity,
+    precision_recall,
+)
 from raydp_synth.log import phase_progress, progress
 from raydp_synth.methods import get_method
 from raydp_synth.release.generator import TrainedGenerator
@@ -59,6 +66,7 @@ __all__ = [
     "PLOT_FILE",
     "EvaluationSettings",
     "default_settings",
+    "diversity_figures",
     "evaluate_generator",
     "evaluate_run",
     "format_table",
@@ -171,9 +179,10 @@ def evaluate_generator(
     num_synthetic: int,
     seed: int,
     device: str = "cpu",
+    diversity: bool = False,
 ) -> dict[str, float]:
     """CAS (per classifier) and the domain-CNN FID and IS of one generator against
-    the test split."""
+    the test split; with ``diversity``, also :func:`diversity_figures`."""
     images, labels = generator.balanced(num_synthetic, seed=seed)
     out: dict[str, float] = {}
     for kind in classifiers:
@@ -185,9 +194,37 @@ def evaluate_generator(
             if not steps:
                 bar.update()
         out[f"cas_{kind}"] = float((model.predict(test.images) == test.labels).mean())
-    out["fid_cnn"] = frechet_distance(features.features(images), features.features(test.images))
+    synthetic_features = features.features(images)
+    real_features = features.features(test.images)
+    out["fid_cnn"] = frechet_distance(synthetic_features, real_features)
     out["is_cnn"] = inception_score(features.probabilities(images))
+    if diversity:
+        out.update(diversity_figures(real_features, test.labels, synthetic_features, labels,
+                                     seed=seed))
     return out
+
+
+def diversity_figures(real: np.ndarray, real_labels: np.ndarray, synthetic: np.ndarray,
+                      synthetic_labels: np.ndarray, *, seed: int) -> dict[str, float]:
+    """Beside CAS, the figures a generator that draws every class's samples alike
+    cannot pass, in the domain CNN's feature space: ``precision_cnn`` and
+    ``recall_cnn`` (:func:`~raydp_synth.evaluation.metrics.precision_recall`, on as
+    many synthetic as real points, a seeded subset of the larger side: the k-NN radii
+    shrink with a set's size, so unequal sets would bias the two against each other)
+    and ``diversity_cnn``
+    (:func:`~raydp_synth.evaluation.metrics.intra_class_diversity`)."""
+    rng = np.random.default_rng(seed)
+    count = min(len(real), len(synthetic))
+
+    def subset(points: np.ndarray) -> np.ndarray:
+        if len(points) == count:
+            return points
+        return points[np.sort(rng.choice(len(points), count, replace=False))]
+
+    precision, recall = precision_recall(subset(real), subset(synthetic))
+    return {"precision_cnn": precision, "recall_cnn": recall,
+            "diversity_cnn": intra_class_diversity(real, real_labels, synthetic,
+                                                   synthetic_labels, seed=seed)}
 
 
 def run_checkpoints(root: Path) -> list[tuple[dict[str, float], Path]]:
@@ -302,10 +339,11 @@ def evaluate_run(
         features = feature_network(reference, seed=settings.seed, steps=settings.feature_steps,
                                    device=device)
         bar.update()
-        step(f"final figures ({', '.join(settings.classifiers)}, FID, IS)")
+        step(f"final figures ({', '.join(settings.classifiers)}, FID, IS, precision, recall, "
+             "diversity)")
         final = evaluate_generator(generator, test, features, classifiers=settings.classifiers,
                                    num_synthetic=settings.num_synthetic, seed=settings.seed,
-                                   device=device)
+                                   device=device, diversity=True)
         bar.update()
         if inception is None:
             inception_record: dict[str, Any] = {"available": False,

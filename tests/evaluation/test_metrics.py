@@ -1,5 +1,5 @@
-"""FID, the inception score and precision/recall: against reference formulas, the
-library the field uses (torch-fidelity), and on real data."""
+"""FID, the inception score, precision/recall and intra-class diversity: against
+reference formulas, the library the field uses (torch-fidelity), and on real data."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from raydp_synth.data import load_dataset
 from raydp_synth.evaluation.metrics import (
     frechet_distance,
     inception_score,
+    intra_class_diversity,
     precision_recall,
     split_inception_score,
 )
-from raydp_synth.evaluation.report import feature_network
+from raydp_synth.evaluation.report import evaluate_generator, feature_network
 
 
 def _fid_scipy(a: np.ndarray, b: np.ndarray) -> float:
@@ -110,6 +111,33 @@ def test_precision_recall_is_torch_fidelitys() -> None:
     assert precision_recall(real, synthetic, chunk=7) == precision_recall(real, synthetic)
 
 
+def test_intra_class_diversity_known_answers() -> None:
+    rng = np.random.default_rng(0)
+    real = rng.normal(size=(300, 5))
+    labels = np.repeat(np.arange(3), 100)
+    assert intra_class_diversity(real, labels, real, labels) == pytest.approx(1.0, abs=1e-12)
+    # Distances scale with the spread about each class's centre: twice as spread, 2.
+    centres = np.stack([real[labels == c].mean(0) for c in range(3)])[labels]
+    wide = centres + 2 * (real - centres)
+    assert intra_class_diversity(real, labels, wide, labels) == pytest.approx(2.0, rel=1e-9)
+    # One image a class, repeated: collapse within each class scores 0 (CAS would not
+    # see it: each class's one image can still be the right class).
+    collapsed = real[[0, 100, 200]][labels]
+    assert intra_class_diversity(real, labels, collapsed, labels) == pytest.approx(0.0, abs=1e-6)
+    # A class the generator never draws is left out, not counted as collapsed.
+    partial = labels < 2
+    assert intra_class_diversity(real, labels, real[partial], labels[partial]) == \
+        pytest.approx(1.0, abs=1e-12)
+    # Subsets of 50 a class estimate the same expectation (seeded, so repeatable).
+    subset = intra_class_diversity(real, labels, wide, labels, per_class=50, seed=3)
+    assert subset == intra_class_diversity(real, labels, wide, labels, per_class=50, seed=3)
+    assert subset == pytest.approx(2.0, rel=0.15)
+    with pytest.raises(ValueError, match="no class has two"):
+        intra_class_diversity(real, labels, real[[0, 100, 200]], labels[[0, 100, 200]])
+    with pytest.raises(ValueError, match="same D"):
+        intra_class_diversity(real, labels, real[:, :4], labels)
+
+
 #: The feature network's optimiser steps (on the 190 test digits). Measured over seeds
 #: 0-4 (2026-11-28), at 100 steps: IS real 8.47-8.71 (> 7), noise 2.03-2.30 (< 3),
 #: real/noise 3.74-4.21 (> 3); FID noise/real 25.5-27.6 (> 10). At the former 400
@@ -143,3 +171,42 @@ def test_fid_of_real_held_out_is_far_below_fid_of_noise(digits_and_net) -> None:
     real = frechet_distance(train, val)
     noise = frechet_distance(train, net.features(_noise(len(splits.val))))
     assert real * 10 < noise
+
+
+class _Sampler:
+    """Stands in for a released generator where :func:`evaluate_generator` reads one:
+    ``balanced(n, seed)`` returns n images with their labels."""
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray) -> None:
+        self.images, self.labels = images, labels
+
+    def balanced(self, count: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        pick = np.random.default_rng(seed).choice(len(self.images), count, replace=True)
+        return self.images[pick], self.labels[pick]
+
+
+def test_the_evaluations_diversity_figures_catch_a_generator_that_draws_one_image_a_class(
+        digits_and_net) -> None:
+    """What the evaluation computes (``evaluate_generator(..., diversity=True)``, as
+    ``evaluate_run`` calls it for the released generator): real training digits as the
+    'samples' score near the real test split; a generator that repeats one training
+    image a class keeps a usable CAS yet fails recall and diversity."""
+    splits, net = digits_and_net
+    train, test = splits.train, splits.test
+    real_like = evaluate_generator(_Sampler(train.images, train.labels), test, net,
+                                   classifiers=("logreg",), num_synthetic=1000, seed=0,
+                                   diversity=True)
+    firsts = np.array([np.flatnonzero(train.labels == c)[0] for c in range(10)])
+    collapsed = evaluate_generator(_Sampler(train.images[firsts], train.labels[firsts]), test,
+                                   net, classifiers=("logreg",), num_synthetic=1000, seed=0,
+                                   diversity=True)
+    for figures in (real_like, collapsed):
+        assert {"precision_cnn", "recall_cnn", "diversity_cnn"} <= set(figures)
+    assert real_like["diversity_cnn"] == pytest.approx(1.0, abs=0.2)
+    assert real_like["recall_cnn"] > 0.7 and real_like["precision_cnn"] > 0.7
+    assert collapsed["cas_logreg"] > 0.4  # CAS alone would pass it
+    assert collapsed["diversity_cnn"] < 0.05 and collapsed["recall_cnn"] < 0.2
+    # Without the flag (the curve's checkpoints), the three figures are not computed.
+    plain = evaluate_generator(_Sampler(train.images, train.labels), test, net,
+                               classifiers=("logreg",), num_synthetic=200, seed=0)
+    assert not {"precision_cnn", "recall_cnn", "diversity_cnn"} & set(plain)

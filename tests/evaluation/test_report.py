@@ -94,7 +94,7 @@ def test_evaluation_reads_only_the_test_split(run_dir) -> None:
     splits = DatasetSplits(train=_sealed(real.train), val=_sealed(real.val), test=real.test,
                            class_names=real.class_names)
     result = evaluate_run(run_dir, splits=splits, settings=FAST)
-    assert set(result["final"]) == {"cas_logreg", "fid_cnn", "is_cnn"}
+    assert set(result["final"]) == {"cas_logreg", "fid_cnn", "is_cnn", "precision_cnn", "recall_cnn", "diversity_cnn"}
     assert result["inception"]["available"] is False
     assert [p["step"] for p in result["curve"]] == [10, 20]
     assert [p["epsilon_spent"] for p in result["curve"]] == [2.0, 4.9]
@@ -142,7 +142,8 @@ def test_evaluate_cli_prints_the_table_and_writes_json_and_plot(run_dir, capsys,
     assert [line for line in printed.splitlines() if "--fid-weights" in line] == [
         "  note: " + missing_weights_note()]
     result = json.loads((run_dir / EVALUATION_FILE).read_text())
-    assert set(result["final"]) == {"cas_logreg", "cas_mlp", "cas_cnn", "fid_cnn", "is_cnn"}
+    assert set(result["final"]) == {"cas_logreg", "cas_mlp", "cas_cnn", "fid_cnn", "is_cnn",
+                                    "precision_cnn", "recall_cnn", "diversity_cnn"}
     assert result["inception"] == {"available": False, "reason": missing_weights_note()}
     assert all(np.isfinite(v) for v in result["final"].values())
     assert 1.0 <= result["final"]["is_cnn"] <= 10.0
@@ -220,7 +221,7 @@ def test_the_inception_figures_come_with_weights(run_dir, tmp_path) -> None:
     with small_inputs():
         result = evaluate_run(run_dir, settings=settings)
     assert set(result["final"]) == {"cas_logreg", "fid_cnn", "is_cnn", "fid_inception",
-                                    "is_inception", "precision", "recall"}
+                                    "is_inception", "precision", "recall", "precision_cnn", "recall_cnn", "diversity_cnn"}
     assert all(np.isfinite(v) for v in result["final"].values())
     assert 0 <= result["final"]["precision"] <= 1 and 0 <= result["final"]["recall"] <= 1
     record = result["inception"]
