@@ -9,7 +9,8 @@ figures the way the evaluation does, and nothing else (no CAS classifier, no cur
 the same held-out split of the test set, the same domain CNN (seed and steps of the
 evaluation's settings), the same ``generator.balanced`` samples. It writes them to
 ``diversity.json`` in the cell's results folder, with the FID it recomputed beside the
-evaluation's: equal FIDs say the network and the samples were reproduced.
+evaluation's: equal FIDs say the network and the samples were reproduced. Then it
+prints one Markdown row a cell: CAS, FID, IS and the three figures.
 
     python bench/diversity.py bench/results/headroom bench/results/adaptive-capacity \\
         [--runs bench/runs/headroom-mnist --runs bench/runs/headroom ...] [--only dpwgan-mnist]
@@ -104,7 +105,36 @@ def main() -> int:
                   f"{record['fid_cnn_evaluation']:.1f}; {record['seconds']:.0f} s)", flush=True)
     if missing:
         print(f"no run directory for {len(missing)} cells: {', '.join(missing)}", file=sys.stderr)
+    print(table([cell for folder in args.results
+                 for cell in sorted(p.parent for p in folder.glob("*/evaluation.json"))
+                 if args.only in cell.name]))
     return 0
+
+
+def figures_of(cell: Path) -> dict[str, float]:
+    """A cell's mean CAS, FID and IS, and its diversity figures (its evaluation's, or
+    the backfilled ``diversity.json``'s; absent where neither has them)."""
+    final = json.loads((cell / "evaluation.json").read_text())["final"]
+    cas = [v for k, v in final.items() if k.startswith("cas_")]
+    out = {"cas": sum(cas) / len(cas), "fid_cnn": final["fid_cnn"], "is_cnn": final["is_cnn"]}
+    backfilled = cell / DIVERSITY_FILE
+    record = json.loads(backfilled.read_text()) if backfilled.is_file() else {}
+    out.update({k: final.get(k, record.get(k)) for k in FIGURES
+                if final.get(k, record.get(k)) is not None})
+    return out
+
+
+def table(cells: list[Path]) -> str:
+    """One Markdown row a cell: CAS (mean of its classifiers), FID, IS, precision,
+    recall and intra-class diversity ("-" where not computed)."""
+    lines = ["| cell | CAS | FID (CNN) | IS (CNN) | precision | recall | diversity |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for cell in cells:
+        f = figures_of(cell)
+        rest = " | ".join(f"{f[k]:.3f}" if k in f else "-" for k in FIGURES)
+        lines.append(f"| {cell.parent.name}/{cell.name} | {f['cas']:.3f} | {f['fid_cnn']:.0f} | "
+                     f"{f['is_cnn']:.2f} | {rest} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
