@@ -133,6 +133,9 @@ class EvaluationSettings:
             resolve_weights(self.fid_weights)
 
 
+#: The k of the improved precision/recall (Kynkaanniemi et al. 2019's choice).
+PRECISION_RECALL_K = 3
+
 #: The share of the test split held out of the domain CNN's training when it trains on
 #: the test split (no public reference): its accuracy and the real images' IS are
 #: measured there, on images it never saw.
@@ -212,7 +215,10 @@ def diversity_figures(real: np.ndarray, real_labels: np.ndarray, synthetic: np.n
     many synthetic as real points, a seeded subset of the larger side: the k-NN radii
     shrink with a set's size, so unequal sets would bias the two against each other)
     and ``diversity_cnn``
-    (:func:`~raydp_synth.evaluation.metrics.intra_class_diversity`)."""
+    (:func:`~raydp_synth.evaluation.metrics.intra_class_diversity`). A figure the
+    test split is too small for (precision and recall need more than k = 3 points a
+    side; diversity a class with two real and two synthetic points) is left out, not
+    failed: the other figures of the evaluation still stand."""
     rng = np.random.default_rng(seed)
     count = min(len(real), len(synthetic))
 
@@ -221,10 +227,18 @@ def diversity_figures(real: np.ndarray, real_labels: np.ndarray, synthetic: np.n
             return points
         return points[np.sort(rng.choice(len(points), count, replace=False))]
 
-    precision, recall = precision_recall(subset(real), subset(synthetic))
-    return {"precision_cnn": precision, "recall_cnn": recall,
-            "diversity_cnn": intra_class_diversity(real, real_labels, synthetic,
-                                                   synthetic_labels, seed=seed)}
+    out: dict[str, float] = {}
+    if count > PRECISION_RECALL_K:
+        out["precision_cnn"], out["recall_cnn"] = precision_recall(
+            subset(real), subset(synthetic), k=PRECISION_RECALL_K)
+    def classes_with_two(labels: np.ndarray) -> set[Any]:
+        values, counts = np.unique(labels, return_counts=True)
+        return set(values[counts >= 2].tolist())
+
+    if classes_with_two(real_labels) & classes_with_two(synthetic_labels):
+        out["diversity_cnn"] = intra_class_diversity(real, real_labels, synthetic,
+                                                     synthetic_labels, seed=seed)
+    return out
 
 
 def run_checkpoints(root: Path) -> list[tuple[dict[str, float], Path]]:

@@ -210,3 +210,22 @@ def test_the_evaluations_diversity_figures_catch_a_generator_that_draws_one_imag
     plain = evaluate_generator(_Sampler(train.images, train.labels), test, net,
                                classifiers=("logreg",), num_synthetic=200, seed=0)
     assert not {"precision_cnn", "recall_cnn", "diversity_cnn"} & set(plain)
+
+
+def test_a_test_split_too_small_for_a_diversity_figure_leaves_it_out() -> None:
+    """The evaluation of a tiny test split (an image-folder set of a few images) still
+    stands: precision and recall need more than k = 3 points a side, the diversity a
+    class with two of each; a figure that cannot be computed is left out."""
+    from raydp_synth.evaluation.report import diversity_figures
+
+    rng = np.random.default_rng(0)
+    synthetic, synthetic_labels = rng.normal(size=(100, 4)), np.repeat(np.arange(2), 50)
+    one_each = diversity_figures(rng.normal(size=(2, 4)), np.array([0, 1]), synthetic,
+                                 synthetic_labels, seed=0)
+    assert one_each == {}
+    five = diversity_figures(rng.normal(size=(5, 4)), np.array([0, 0, 1, 1, 1]), synthetic,
+                             synthetic_labels, seed=0)
+    assert set(five) == {"precision_cnn", "recall_cnn", "diversity_cnn"}
+    three = diversity_figures(rng.normal(size=(3, 4)), np.array([0, 0, 1]), synthetic,
+                              synthetic_labels, seed=0)
+    assert set(three) == {"diversity_cnn"}
