@@ -14,6 +14,7 @@ prints one Markdown row a cell: CAS, FID, IS and the three figures.
 
     python bench/diversity.py bench/results/headroom bench/results/adaptive-capacity \\
         [--runs bench/runs/headroom-mnist --runs bench/runs/headroom ...] [--only dpwgan-mnist]
+    python bench/diversity.py --real mnist:DIR [--image-size 32 --num-synthetic 10000]
 
 Each results cell names its run directory (``evaluation.json``'s ``run``); where that
 moved, the first ``--runs`` folder holding a directory of the cell's name is used (the
@@ -29,6 +30,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 from raydp_synth.data import load_dataset
 from raydp_synth.evaluation.report import (
@@ -78,13 +81,49 @@ def backfill(cell: Path, run_dir: Path, evaluation: dict) -> dict:
             "seconds": time.perf_counter() - started, "run": str(run_dir)}
 
 
+class RealSample:
+    """Real training images in a generator's place (``balanced`` as
+    :meth:`~raydp_synth.release.generator.TrainedGenerator.balanced` answers): the
+    figures a perfect generator would score against the test split, under the same
+    network, the reading's reference. The training split is the curator's own data;
+    this row, like the others, never leaves the curator."""
+
+    def __init__(self, images, labels) -> None:
+        self.images, self.labels = images, labels
+
+    def balanced(self, count: int, *, seed: int):
+        pick = np.random.default_rng(seed).choice(len(self.images), min(count, len(self.images)),
+                                                  replace=False)
+        return self.images[np.sort(pick)], self.labels[np.sort(pick)]
+
+
+def real_reference(dataset: str, *, image_size: int, num_synthetic: int, seed: int = 0) -> dict:
+    """The figures of real training images against the test split (:class:`RealSample`)."""
+    splits = load_dataset(dataset, image_size=image_size, seed=seed)
+    reference, _ = held_out_split(splits.test, seed=seed)
+    features = feature_network(reference, seed=seed, steps=default_settings("dpaf").feature_steps)
+    return evaluate_generator(RealSample(splits.train.images, splits.train.labels),  # type: ignore[arg-type]
+                              splits.test, features, classifiers=(), num_synthetic=num_synthetic,
+                              seed=seed, diversity=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", nargs="+", type=Path, help="bench results folders")
+    parser.add_argument("results", nargs="*", type=Path, help="bench results folders")
     parser.add_argument("--runs", action="append", type=Path, default=[],
                         help="where the runs are, if they moved (repeatable)")
     parser.add_argument("--only", default="", help="only cells whose name contains this")
+    parser.add_argument("--real", default=None, metavar="DATASET",
+                        help="instead: the figures of DATASET's real training images (at "
+                             "--image-size, --num-synthetic of them) against its test split")
+    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument("--num-synthetic", type=int, default=10_000)
     args = parser.parse_args()
+    if args.real:
+        figures = real_reference(args.real, image_size=args.image_size,
+                                 num_synthetic=args.num_synthetic)
+        print(json.dumps({"dataset": args.real, **figures}, indent=2))
+        return 0
     missing = []
     for folder in args.results:
         for cell in sorted(p.parent for p in folder.glob("*/evaluation.json")):
