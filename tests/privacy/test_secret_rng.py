@@ -225,7 +225,11 @@ PUBLIC_SOURCES: dict[tuple[str, str], tuple[int, str]] = {
     ("evaluation/classifiers.py", "fit_resnet9"): (4, "the same, for ResNet-9"),
     ("evaluation/metrics.py", "split_inception_score"): (
         1, "shuffles synthetic samples' scores"),
+    ("evaluation/metrics.py", "intra_class_diversity"): (
+        1, "subsets a class's test-split and synthetic features (curator-only metrics)"),
     ("evaluation/report.py", "evaluate_run"): (1, "picks real test images to show the curator"),
+    ("evaluation/report.py", "diversity_figures"): (
+        1, "equal-size subsets of the test split's and the samples' features (curator-only)"),
     ("evaluation/report.py", "held_out_split"): (
         1, "holds a seeded fifth of the test split out of the domain CNN's training"),
     ("methods/dpgan/loop.py", "PublicSide.__init__"): (
