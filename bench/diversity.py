@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from search_strategies import DIVERSITY_FIGURES as FIGURES  # bench/, beside this script
+from search_strategies import DIVERSITY_FILE, _mean_cas, _released_final
 
 from raydp_synth.data import load_dataset
 from raydp_synth.evaluation.report import (
@@ -41,9 +43,6 @@ from raydp_synth.evaluation.report import (
     held_out_split,
 )
 from raydp_synth.release.generator import TrainedGenerator
-
-DIVERSITY_FILE = "diversity.json"
-FIGURES = ("precision_cnn", "recall_cnn", "diversity_cnn")
 
 
 def run_directory(cell: Path, evaluation: dict, runs: list[Path]) -> Path | None:
@@ -124,43 +123,38 @@ def main() -> int:
                                  num_synthetic=args.num_synthetic)
         print(json.dumps({"dataset": args.real, **figures}, indent=2))
         return 0
+    cells = [cell for folder in args.results
+             for cell in sorted(p.parent for p in folder.glob("*/evaluation.json"))
+             if args.only in cell.name]
     missing = []
-    for folder in args.results:
-        for cell in sorted(p.parent for p in folder.glob("*/evaluation.json")):
-            if args.only not in cell.name or (cell / DIVERSITY_FILE).is_file():
-                continue
-            evaluation = json.loads((cell / "evaluation.json").read_text())
-            if all(name in evaluation["final"] for name in FIGURES):
-                continue
-            run_dir = run_directory(cell, evaluation, args.runs)
-            if run_dir is None:
-                missing.append(cell.name)
-                continue
-            record = backfill(cell, run_dir, evaluation)
-            (cell / DIVERSITY_FILE).write_text(json.dumps(record, indent=2) + "\n")
-            print(f"{cell}: precision {record['precision_cnn']:.3f} recall "
-                  f"{record['recall_cnn']:.3f} diversity {record['diversity_cnn']:.3f} "
-                  f"(FID {record['fid_cnn_recomputed']:.1f}, evaluation's "
-                  f"{record['fid_cnn_evaluation']:.1f}; {record['seconds']:.0f} s)", flush=True)
+    for cell in cells:
+        if (cell / DIVERSITY_FILE).is_file():
+            continue
+        evaluation = json.loads((cell / "evaluation.json").read_text())
+        if all(name in evaluation["final"] for name in FIGURES):
+            continue
+        run_dir = run_directory(cell, evaluation, args.runs)
+        if run_dir is None:
+            missing.append(cell.name)
+            continue
+        record = backfill(cell, run_dir, evaluation)
+        (cell / DIVERSITY_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        print(f"{cell}: precision {record['precision_cnn']:.3f} recall "
+              f"{record['recall_cnn']:.3f} diversity {record['diversity_cnn']:.3f} "
+              f"(FID {record['fid_cnn_recomputed']:.1f}, evaluation's "
+              f"{record['fid_cnn_evaluation']:.1f}; {record['seconds']:.0f} s)", flush=True)
     if missing:
         print(f"no run directory for {len(missing)} cells: {', '.join(missing)}", file=sys.stderr)
-    print(table([cell for folder in args.results
-                 for cell in sorted(p.parent for p in folder.glob("*/evaluation.json"))
-                 if args.only in cell.name]))
+    print(table(cells))
     return 0
 
 
 def figures_of(cell: Path) -> dict[str, float]:
-    """A cell's mean CAS, FID and IS, and its diversity figures (its evaluation's, or
-    the backfilled ``diversity.json``'s; absent where neither has them)."""
-    final = json.loads((cell / "evaluation.json").read_text())["final"]
-    cas = [v for k, v in final.items() if k.startswith("cas_")]
-    out = {"cas": sum(cas) / len(cas), "fid_cnn": final["fid_cnn"], "is_cnn": final["is_cnn"]}
-    backfilled = cell / DIVERSITY_FILE
-    record = json.loads(backfilled.read_text()) if backfilled.is_file() else {}
-    out.update({k: final.get(k, record.get(k)) for k in FIGURES
-                if final.get(k, record.get(k)) is not None})
-    return out
+    """A cell's mean CAS beside its evaluation's figures, the diversity figures its
+    evaluation or its backfilled ``diversity.json`` holds (the strategy summary's
+    reading of a cell, ``_released_final``)."""
+    final = _released_final(cell) or {}
+    return {**final, "cas": _mean_cas(final) or float("nan")}
 
 
 def table(cells: list[Path]) -> str:

@@ -60,7 +60,8 @@ yet, trains nothing, and writes the tables. A cell's wall time is its training's
 
 Beside the mean CAS the summary gives two figures of the released generators that a
 collapsed generator cannot hide from (CAS can: one good image per class trains a fair
-classifier): FID and IS under the evaluation's domain CNN (means over seeds).
+classifier): FID and IS under the evaluation's domain CNN (means over seeds), and, where
+the cells' evaluations have them, recall and intra-class diversity in the same space.
 
 A cell that fails (a strategy the installed CLI refuses, a crash) is reported and
 skipped; the others go on. "Beats the run" in the summary means: the strategy's mean
@@ -89,6 +90,8 @@ SMALL_FILES = ("run.json", "study.json", "release/privacy.json", "evaluation.jso
 #: The evaluation's diversity figures; the summary shows recall and diversity where
 #: a cell of the table has them (tables of older evaluations keep their columns).
 DIVERSITY_FIGURES = ("precision_cnn", "recall_cnn", "diversity_cnn")
+#: Where ``bench/diversity.py`` puts them for a cell evaluated before they existed.
+DIVERSITY_FILE = "diversity.json"
 
 #: The random-search selections' arguments; each runs with random draws only (the
 #: strategy of that name) and with the default's atom (``-anchored``).
@@ -266,7 +269,7 @@ def _released_final(directory: Path) -> dict[str, float] | None:
     if not path.is_file():
         return None
     final = dict(json.loads(path.read_text()).get("final") or {})
-    backfilled = directory / "diversity.json"
+    backfilled = directory / DIVERSITY_FILE
     if backfilled.is_file():
         record = json.loads(backfilled.read_text())
         final.update({k: record[k] for k in DIVERSITY_FIGURES if k not in final and k in record})

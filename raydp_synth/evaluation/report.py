@@ -231,6 +231,7 @@ def diversity_figures(real: np.ndarray, real_labels: np.ndarray, synthetic: np.n
     if count > PRECISION_RECALL_K:
         out["precision_cnn"], out["recall_cnn"] = precision_recall(
             subset(real), subset(synthetic), k=PRECISION_RECALL_K)
+
     def classes_with_two(labels: np.ndarray) -> set[Any]:
         values, counts = np.unique(labels, return_counts=True)
         return set(values[counts >= 2].tolist())
