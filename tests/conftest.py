@@ -38,6 +38,7 @@ from typing import IO
 
 import pytest
 
+from raydp_synth.runtime.local_cluster import private_token
 from raydp_synth.runtime.ray_session import RAY_SETTINGS
 
 #: How many groups the Ray tests are split into (at most one per xdist worker). Each
@@ -183,18 +184,15 @@ def _one_ray_token_for_every_worker() -> None:
     """Write Ray's token (``~/.ray/auth_token``) before the workers start, if it is
     missing and token authentication would be on. Otherwise each worker's first
     ``ray.init`` would write a token of its own, and one worker's cluster would refuse
-    the token that its commands (``ray job submit``, ``raydp-synth``) read later. Not
-    the product's ``_token_auth_as_ray_init_would``: that also sets ``RAY_AUTH_MODE``
-    in this process, which every worker would inherit before any test runs."""
-    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
-        return
-    from ray._private.authentication.authentication_token_setup import (
-        _get_default_token_path,
-        generate_and_save_token,
-    )
+    the token that its commands (``ray job submit``, ``raydp-synth``) read later.
 
-    if not _get_default_token_path().exists():
-        generate_and_save_token()
+    The product's :func:`~raydp_synth.runtime.local_cluster.private_token` writes it
+    (mode 0600 in a 0700 ``~/.ray``): Ray's own ``generate_and_save_token`` follows the
+    umask, and a suite run on a fresh machine left a 0644 token that every later
+    command warned about. Not the product's ``_token_auth_as_ray_init_would``: that
+    also sets ``RAY_AUTH_MODE`` in this process, which every worker would inherit
+    before any test runs."""
+    private_token()
 
 
 def _ray_temp_folder_of_this_worker(config: pytest.Config) -> None:

@@ -49,3 +49,14 @@ def test_no_file_where_token_auth_is_off_or_the_token_is_given(home: Path, monke
         monkeypatch.setenv(key, value)
     private_token()
     assert not token_path().exists()
+
+
+def test_the_suites_own_token_is_private(home: Path) -> None:
+    """The test suite's controller writes the token before its workers start
+    (tests/conftest.py); on a fresh machine that write is the user's token from then on,
+    so it is as private as the product's (it used to follow the umask: 0644)."""
+    from tests.conftest import _one_ray_token_for_every_worker
+
+    _one_ray_token_for_every_worker()
+    assert token_path().stat().st_mode & 0o777 == 0o600
+    assert token_path().parent.stat().st_mode & 0o777 == 0o700
